@@ -1,0 +1,164 @@
+// The CPU backend: the same scheduler on std::thread workers, one per "block". It runs every mode
+// with the portable queues and counters the GPU kernel uses, so it is what the ThreadSanitizer
+// suite exercises. A worker is a block of one thread: the block-level steps of the ladder
+// (private queues, all-threads) become a worker-local ring.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "canopy/detail/scheduler_state.hpp"
+#include "canopy/scheduler_options.hpp"
+#include "canopy/status.hpp"
+#include "canopy/task_graph.hpp"
+
+namespace canopy {
+
+class cpu_scheduler {
+ public:
+  /// Copies what it needs from `graph`; throws canopy::error on bad options.
+  cpu_scheduler(const task_graph& graph, const scheduler_options& options);
+  cpu_scheduler(const cpu_scheduler&) = delete;
+  cpu_scheduler& operator=(const cpu_scheduler&) = delete;
+  cpu_scheduler(cpu_scheduler&&) = default;
+  cpu_scheduler& operator=(cpu_scheduler&&) = default;
+
+  /// Runs every task once, each after its dependencies, calling ops(task) on the worker threads.
+  template <class Ops>
+  run_result run(const Ops& ops);
+
+  int worker_count() const { return workers_; }
+  const scheduler_options& options() const { return options_; }
+  /// Asks a run in progress (on another thread) to stop with status::aborted.
+  void request_abort() { std::atomic_ref<std::int32_t>(report_->abort_requested).store(1); }
+
+ private:
+  static constexpr cuda::thread_scope scope = cuda::thread_scope_device;  // host threads of one process
+
+  void reset_state();                  // empty queues, initial counters (before every run)
+  run_result finish(std::chrono::steady_clock::duration elapsed);
+  detail::scheduler_ref make_ref();
+
+  template <mode M, class Ops>
+  void worker_loop(const Ops& ops, int worker, std::chrono::steady_clock::time_point deadline);
+  template <mode M, class Ops>
+  void run_mode(const Ops& ops);
+
+  task_graph graph_;
+  scheduler_options options_;
+  int workers_ = 1;
+  std::int32_t global_capacity_ = 1, shared_capacity_ = 1, private_capacity_ = 1;
+  std::vector<std::int32_t> pending_;
+  std::unique_ptr<ring_header> global_header_;
+  std::vector<std::uint64_t> global_slots_;
+  std::vector<task_id> locked_slots_;
+  std::vector<ring_header> shared_headers_;
+  std::vector<std::uint64_t> shared_slots_;
+  std::unique_ptr<detail::run_counters> counters_;
+  std::unique_ptr<detail::run_report> report_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+template <mode M, class Ops>
+void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_clock::time_point deadline) {
+  constexpr mode_traits T = traits_of(M);
+  constexpr int batch_max = 32;
+  const detail::scheduler_ref r = make_ref();
+  std::vector<task_id> private_slots(static_cast<std::size_t>(private_capacity_));
+  local_ring priv{private_slots.data(), private_capacity_, 0, 0};
+  task_id batch[batch_max];
+  std::vector<task_id> staged;
+  std::uint32_t tick = 0;
+
+  if constexpr (T.linked_list_queue) {
+    // The seed's first version starts from a queue holding every source.
+    for (std::int32_t i = worker; i < r.graph.source_count; i += r.worker_count)
+      if (!detail::list_push<scope>(r, r.graph.sources[i])) {
+        detail::fail<scope>(r, status::queue_overflow, r.graph.sources[i]);
+        break;
+      }
+  }
+  detail::backoff idle;
+  while (!detail::should_stop<scope>(r)) {
+    int n;
+    if constexpr (T.linked_list_queue) n = detail::list_pop<scope>(r, batch[0]) ? 1 : 0;
+    else n = detail::fetch_batch<scope, M>(r, worker, &priv, batch, batch_max);
+    if (n == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        detail::fail<scope>(r, status::timeout, no_task);
+        break;
+      }
+      idle.pause();
+      continue;
+    }
+    staged.clear();
+    for (int i = 0; i < n; ++i) {
+      task_id t = batch[i];
+      while (t != no_task) {
+        ops(t);
+        task_id next = no_task;
+        auto on_ready = [&](task_id s) {
+          if (T.continuation && next == no_task) next = s;
+          else staged.push_back(s);
+        };
+        const int succs = T.atomic_tree ? resolve_successors<scope>(r.graph, t, on_ready)
+                                        : detail::resolve_locked<scope>(r, t, on_ready);
+        if (succs == 0) detail::sink_finished<scope>(r);
+        t = next;
+      }
+    }
+    if constexpr (T.linked_list_queue) {
+      for (task_id s : staged)
+        if (!detail::list_push<scope>(r, s)) {
+          detail::fail<scope>(r, status::queue_overflow, s);
+          break;
+        }
+    } else if (!staged.empty()) {
+      detail::push_batch<scope, M>(r, worker, &priv, tick, staged.data(), static_cast<int>(staged.size()));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      detail::fail<scope>(r, status::timeout, no_task);
+      break;
+    }
+  }
+  // A worker that stops with tasks in its private queue during a failed run simply drops them:
+  // the run has already failed, and reset_state() rebuilds everything before the next run.
+}
+
+template <mode M, class Ops>
+void cpu_scheduler::run_mode(const Ops& ops) {
+  const auto deadline = std::chrono::steady_clock::now() + options_.deadline;
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(workers_));
+  for (int w = 0; w < workers_; ++w)
+    threads.emplace_back([this, &ops, w, deadline] { worker_loop<M>(ops, w, deadline); });
+  for (auto& t : threads) t.join();
+}
+
+template <class Ops>
+run_result cpu_scheduler::run(const Ops& ops) {
+  reset_state();
+  const auto start = std::chrono::steady_clock::now();
+  if (graph_.task_count() > 0) {
+    switch (options_.mode) {
+      case mode::mutex: run_mode<mode::mutex>(ops); break;
+      case mode::fixed_queue: run_mode<mode::fixed_queue>(ops); break;
+      case mode::private_queues: run_mode<mode::private_queues>(ops); break;
+      case mode::all_threads: run_mode<mode::all_threads>(ops); break;
+      case mode::lockfree_tree: run_mode<mode::lockfree_tree>(ops); break;
+      case mode::shared_queues: run_mode<mode::shared_queues>(ops); break;
+      case mode::lockfree: run_mode<mode::lockfree>(ops); break;
+      case mode::continuation: run_mode<mode::continuation>(ops); break;
+    }
+  }
+  return finish(std::chrono::steady_clock::now() - start);
+}
+
+}  // namespace canopy

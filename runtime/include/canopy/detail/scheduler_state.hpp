@@ -1,0 +1,258 @@
+// State shared by every worker of one scheduler (a block on the GPU, a thread on the CPU), and the
+// portable pieces of the worker loop: claiming sources, fetching a batch in pop order (private,
+// own shared, sources, global), pushing in push order (private, shared by policy, global), and
+// the `mutex` mode's allocated linked-list queue.
+#pragma once
+
+#include <cuda/atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "canopy/config.hpp"
+#include "canopy/dependency.hpp"
+#include "canopy/mode.hpp"
+#include "canopy/push_policy.hpp"
+#include "canopy/queue.hpp"
+#include "canopy/spin_mutex.hpp"
+#include "canopy/status.hpp"
+#include "canopy/task_graph.hpp"
+
+#if !CANOPY_DEVICE_CODE
+#include <new>
+#endif
+
+namespace canopy::detail {
+
+/// Node of the `mutex` mode's linked-list queue: allocated on push, freed on pop, as in the seed.
+struct list_node {
+  task_id task;
+  list_node* next;
+};
+
+/// Per-run counters in device (or host) memory. The last worker to leave a run resets them, so
+/// consecutive runs need no memset.
+struct run_counters {
+  std::uint32_t source_cursor;  // next index into graph.sources to claim
+  std::int32_t sinks_left;      // the run is complete when this reaches zero
+  std::int32_t stop;            // set once complete or failed: every worker leaves
+  std::int32_t workers_left;    // workers still inside the run
+  int tree_mutex;               // locked modes: guards every dependency counter
+  int queue_mutex;              // locked modes: guards the global queue
+  std::int32_t locked_head;     // fixed-queue .. shared-queues: the mutex-guarded global ring
+  std::int32_t locked_count;
+  list_node* list_head;         // mutex mode
+  list_node* list_tail;
+};
+
+/// Result a run leaves for the host (mapped pinned memory on the GPU, so reading it after the
+/// kernel needs no copy). `abort_requested` is written by the host while the run goes on.
+struct run_report {
+  std::int32_t code;  // canopy::status
+  std::int32_t task;
+  std::int32_t abort_requested;
+  std::int32_t pad;
+};
+
+struct scheduler_ref {
+  task_graph_ref graph;
+  ring_header* global_header;
+  std::uint64_t* global_slots;
+  task_id* locked_slots;  // the mutex-guarded global ring of the locked modes (same capacity)
+  ring_header* shared_headers;
+  std::uint64_t* shared_slots;
+  std::int32_t shared_capacity;
+  std::int32_t worker_count;
+  std::int32_t private_capacity;
+  std::int32_t source_chunk;  // sources claimed per fetch
+  push_policy policy;
+  run_counters* counters;
+  run_report* report;
+  std::uint64_t budget_ns;  // deadline, relative to each worker's start
+
+  template <cuda::thread_scope S>
+  CANOPY_HD ring_ref<S> global_ring() const { return ring_ref<S>{global_header, global_slots}; }
+  template <cuda::thread_scope S>
+  CANOPY_HD ring_ref<S> shared_ring(int worker) const {
+    return ring_ref<S>{shared_headers + worker, shared_slots + static_cast<std::int64_t>(worker) * shared_capacity};
+  }
+};
+static_assert(std::is_trivially_copyable_v<scheduler_ref>);
+
+/// Records the first failure of a run and tells every worker to stop.
+template <cuda::thread_scope S>
+CANOPY_HD void fail(const scheduler_ref& r, status code, task_id t) {
+  cuda::atomic_ref<std::int32_t, cuda::thread_scope_system> c(r.report->code);
+  std::int32_t expected = 0;
+  if (c.compare_exchange_strong(expected, static_cast<std::int32_t>(code), cuda::std::memory_order_relaxed))
+    cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->task).store(t, cuda::std::memory_order_relaxed);
+  cuda::atomic_ref<std::int32_t, S>(r.counters->stop).store(1, cuda::std::memory_order_release);
+}
+
+template <cuda::thread_scope S>
+CANOPY_HD bool should_stop(const scheduler_ref& r) {
+  return cuda::atomic_ref<std::int32_t, S>(r.counters->stop).load(cuda::std::memory_order_acquire) != 0 ||
+         cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->abort_requested)
+                 .load(cuda::std::memory_order_relaxed) != 0;
+}
+
+/// A sink finished: the last one ends the run.
+template <cuda::thread_scope S>
+CANOPY_HD void sink_finished(const scheduler_ref& r) {
+  if (cuda::atomic_ref<std::int32_t, S>(r.counters->sinks_left).fetch_sub(1, cuda::std::memory_order_acq_rel) == 1)
+    cuda::atomic_ref<std::int32_t, S>(r.counters->stop).store(1, cuda::std::memory_order_release);
+}
+
+/// Claims up to `max` consecutive sources with one atomic. The cursor is read first so that idle
+/// workers polling an exhausted range do not keep incrementing it.
+template <cuda::thread_scope S>
+CANOPY_HD int claim_sources(const scheduler_ref& r, task_id* out, int max) {
+  cuda::atomic_ref<std::uint32_t, S> cursor(r.counters->source_cursor);
+  const auto total = static_cast<std::uint32_t>(r.graph.source_count);
+  if (max <= 0 || cursor.load(cuda::std::memory_order_relaxed) >= total) return 0;
+  const std::uint32_t first = cursor.fetch_add(static_cast<std::uint32_t>(max), cuda::std::memory_order_relaxed);
+  if (first >= total) return 0;
+  const std::uint32_t n = total - first < static_cast<std::uint32_t>(max) ? total - first : static_cast<std::uint32_t>(max);
+  for (std::uint32_t i = 0; i < n; ++i) out[i] = r.graph.sources[first + i];
+  return static_cast<int>(n);
+}
+
+// ---- the locked global ring (modes fixed-queue .. shared-queues) ----------------------------
+
+template <cuda::thread_scope S>
+CANOPY_HD int locked_push(const scheduler_ref& r, const task_id* in, int n) {
+  spin_mutex_ref<S> m{&r.counters->queue_mutex};
+  scoped_lock lock(m);
+  local_ring ring{r.locked_slots, r.global_header->capacity, r.counters->locked_head, r.counters->locked_count};
+  const int k = ring.try_push(in, n);
+  r.counters->locked_count = ring.count;
+  return k;
+}
+
+template <cuda::thread_scope S>
+CANOPY_HD int locked_pop(const scheduler_ref& r, task_id* out, int max) {
+  spin_mutex_ref<S> m{&r.counters->queue_mutex};
+  scoped_lock lock(m);
+  local_ring ring{r.locked_slots, r.global_header->capacity, r.counters->locked_head, r.counters->locked_count};
+  const int k = ring.try_pop(out, max);
+  r.counters->locked_head = ring.head;
+  r.counters->locked_count = ring.count;
+  return k;
+}
+
+// ---- the mutex mode's linked list -----------------------------------------------------------
+
+template <cuda::thread_scope S>
+CANOPY_HD bool list_push(const scheduler_ref& r, task_id t) {
+#if CANOPY_DEVICE_CODE
+  auto* node = static_cast<list_node*>(malloc(sizeof(list_node)));
+#else
+  auto* node = new (std::nothrow) list_node;
+#endif
+  if (node == nullptr) return false;
+  node->task = t;
+  node->next = nullptr;
+  spin_mutex_ref<S> m{&r.counters->queue_mutex};
+  scoped_lock lock(m);
+  if (r.counters->list_tail != nullptr) r.counters->list_tail->next = node;
+  else r.counters->list_head = node;
+  r.counters->list_tail = node;
+  return true;
+}
+
+template <cuda::thread_scope S>
+CANOPY_HD bool list_pop(const scheduler_ref& r, task_id& t) {
+  list_node* node;
+  {
+    spin_mutex_ref<S> m{&r.counters->queue_mutex};
+    scoped_lock lock(m);
+    node = r.counters->list_head;
+    if (node != nullptr) {
+      r.counters->list_head = node->next;
+      if (node->next == nullptr) r.counters->list_tail = nullptr;
+    }
+  }
+  if (node == nullptr) return false;
+  t = node->task;
+#if CANOPY_DEVICE_CODE
+  free(node);
+#else
+  delete node;
+#endif
+  return true;
+}
+
+/// Frees whatever a failed mutex-mode run left in its list (host side of the CPU backend).
+inline void list_clear_host(run_counters& c) {
+#if !CANOPY_DEVICE_CODE
+  while (c.list_head != nullptr) {
+    list_node* n = c.list_head;
+    c.list_head = n->next;
+    delete n;
+  }
+  c.list_tail = nullptr;
+#else
+  (void)c;
+#endif
+}
+
+// ---- batch fetch and push in the ring-based modes --------------------------------------------
+
+/// Fetches up to max tasks in pop order: private, own shared, sources, global.
+template <cuda::thread_scope S, mode M>
+CANOPY_HD int fetch_batch(const scheduler_ref& r, int worker, local_ring* priv, task_id* out, int max) {
+  constexpr mode_traits T = traits_of(M);
+  int n = 0;
+  if constexpr (T.private_queues) n += priv->try_pop(out, max);
+  if constexpr (T.shared_queues)
+    if (n < max) n += r.shared_ring<S>(worker).try_pop(out + n, max - n);
+  if (n < max) n += claim_sources<S>(r, out + n, (max - n) < r.source_chunk ? (max - n) : r.source_chunk);
+  if (n < max) {
+    if constexpr (T.lockfree_global) n += r.global_ring<S>().try_pop(out + n, max - n);
+    else n += locked_pop<S>(r, out + n, max - n);
+  }
+  return n;
+}
+
+/// Pushes n ready tasks in push order: private, a shared queue (own, or picked by the policy),
+/// global. Returns false, and reports QueueOverflow naming the first task that found no room,
+/// when the global queue is full too.
+template <cuda::thread_scope S, mode M>
+CANOPY_HD bool push_batch(const scheduler_ref& r, int worker, local_ring* priv, std::uint32_t& tick, const task_id* in,
+                          int n) {
+  constexpr mode_traits T = traits_of(M);
+  int done = 0;
+  if constexpr (T.private_queues) done += priv->try_push(in, n);
+  if constexpr (T.shared_queues) {
+    if constexpr (T.balanced_push) {
+      for (int attempt = 0; attempt < 3 && done < n; ++attempt) {
+        const int q = pick_shared_queue(r.policy, worker, r.worker_count, tick, attempt,
+                                        [&](int i) { return r.shared_ring<S>(i); });
+        done += r.shared_ring<S>(q).try_push(in + done, n - done);
+      }
+      ++tick;
+    } else {
+      if (done < n) done += r.shared_ring<S>(worker).try_push(in + done, n - done);
+    }
+  }
+  if (done < n) {
+    if constexpr (T.lockfree_global) done += r.global_ring<S>().try_push(in + done, n - done);
+    else done += locked_push<S>(r, in + done, n - done);
+  }
+  if (done < n) {
+    fail<S>(r, status::queue_overflow, in[done]);
+    return false;
+  }
+  return true;
+}
+
+/// Resolves `t`'s successors under the tree mutex (modes before lockfree-tree).
+template <cuda::thread_scope S, class OnReady>
+CANOPY_HD int resolve_locked(const scheduler_ref& r, task_id t, OnReady&& on_ready) {
+  spin_mutex_ref<S> m{&r.counters->tree_mutex};
+  scoped_lock lock(m);
+  // Under the mutex the counters are plain data; the arrive() still uses atomics, which is
+  // harmless and keeps one code path for counter updates.
+  return resolve_successors<S>(r.graph, t, on_ready);
+}
+
+}  // namespace canopy::detail

@@ -1,0 +1,148 @@
+// Fixed-capacity task queues. Never allocate while running; a full queue is a value the caller
+// sees (try_push returns how many it took), never a silent drop.
+//
+//  * ring_ref: lock-free multi-producer multi-consumer ring over memory owned elsewhere (device
+//    memory for the GPU, host memory for the CPU backend). Batch operations reserve k items or k
+//    free slots with one CAS and claim k consecutive tickets with one fetch_add, so a block master
+//    moves a whole batch with three atomics. Each slot is one 64-bit word {sequence, task} so the
+//    task travels with its publication flag: the producer's release store and the consumer's
+//    acquire load are what hand over everything the producer knew (the payloads of the task's
+//    children, published earlier through the dependency counters).
+//  * local_ring: a plain ring used by one thread at a time (a block's private queue in shared
+//    memory, touched only by its block master; or under a mutex in the locked modes).
+#pragma once
+
+#include <cuda/atomic>
+#include <cstdint>
+
+#include "canopy/config.hpp"
+#include "canopy/detail/backoff.hpp"
+
+namespace canopy {
+
+/// Shared state of a ring_ref. Initialise with ring_header::empty(capacity) and slots to 0.
+struct ring_header {
+  std::uint64_t head;   // next ticket to pop
+  std::uint64_t tail;   // next ticket to push
+  std::int32_t items;   // published items not yet reserved by a consumer
+  std::int32_t space;   // free slots not yet reserved by a producer
+  std::int32_t capacity;
+  std::int32_t pad;
+
+  static constexpr ring_header empty(std::int32_t capacity) {
+    return ring_header{0, 0, 0, capacity, capacity, 0};
+  }
+};
+
+template <cuda::thread_scope Scope>
+struct ring_ref {
+  ring_header* header;
+  std::uint64_t* slots;  // `capacity` words, all zero initially
+
+  // Slot word = (sequence << 32) | task. For ticket t in turn r = t / capacity the slot is free
+  // for the producer when sequence == 2r and full for the consumer when sequence == 2r + 1. The
+  // sequence is compared for equality, so its 32-bit wrap is harmless. (The classic single
+  // sequence per slot breaks for capacity 1, where "full at t" equals "free at t + 1".)
+  static CANOPY_HD std::uint32_t free_seq(std::uint64_t turn) { return static_cast<std::uint32_t>(2 * turn); }
+  static CANOPY_HD std::uint32_t full_seq(std::uint64_t turn) { return static_cast<std::uint32_t>(2 * turn + 1); }
+
+  CANOPY_HD std::int32_t capacity() const { return header->capacity; }
+
+  /// Items currently published and unclaimed (a racy sample, for load-balancing decisions).
+  CANOPY_HD std::int32_t size_hint() const {
+    return cuda::atomic_ref<std::int32_t, Scope>(header->items).load(cuda::std::memory_order_relaxed);
+  }
+
+  /// Pushes up to n tasks; returns how many were pushed (the first ones of `tasks`).
+  CANOPY_HD int try_push(const task_id* tasks, int n) const {
+    const int k = reserve(header->space, n);
+    if (k == 0) return 0;
+    cuda::atomic_ref<std::uint64_t, Scope> tail(header->tail);
+    const std::uint64_t first = tail.fetch_add(static_cast<std::uint64_t>(k), cuda::std::memory_order_relaxed);
+    const std::uint64_t cap = static_cast<std::uint64_t>(header->capacity);
+    for (int i = 0; i < k; ++i) {
+      const std::uint64_t ticket = first + static_cast<std::uint64_t>(i);
+      cuda::atomic_ref<std::uint64_t, Scope> slot(slots[ticket % cap]);
+      // The slot's previous occupant was reserved by a consumer (space said so); it may still be
+      // reading it, so wait for it to hand the slot back. Bounded: that consumer is running.
+      wait_for(slot, free_seq(ticket / cap));
+      const std::uint64_t word =
+          (static_cast<std::uint64_t>(full_seq(ticket / cap)) << 32) | static_cast<std::uint32_t>(tasks[i]);
+      slot.store(word, cuda::std::memory_order_release);  // hand over the task and what led to it
+    }
+    cuda::atomic_ref<std::int32_t, Scope>(header->items).fetch_add(k, cuda::std::memory_order_release);
+    return k;
+  }
+
+  CANOPY_HD bool try_push(task_id t) const { return try_push(&t, 1) == 1; }
+
+  /// Pops up to max tasks into out; returns how many (0 when empty).
+  CANOPY_HD int try_pop(task_id* out, int max) const {
+    const int k = reserve(header->items, max);
+    if (k == 0) return 0;
+    cuda::atomic_ref<std::uint64_t, Scope> head(header->head);
+    const std::uint64_t first = head.fetch_add(static_cast<std::uint64_t>(k), cuda::std::memory_order_relaxed);
+    const std::uint64_t cap = static_cast<std::uint64_t>(header->capacity);
+    for (int i = 0; i < k; ++i) {
+      const std::uint64_t ticket = first + static_cast<std::uint64_t>(i);
+      cuda::atomic_ref<std::uint64_t, Scope> slot(slots[ticket % cap]);
+      // `items` counted k published tasks, but our tickets may belong to a producer that reserved
+      // earlier and is still writing: wait for its release store (acquire pairs with it).
+      const std::uint64_t word = wait_for(slot, full_seq(ticket / cap));
+      out[i] = static_cast<task_id>(static_cast<std::uint32_t>(word));
+      slot.store(static_cast<std::uint64_t>(free_seq(ticket / cap + 1)) << 32, cuda::std::memory_order_release);
+    }
+    cuda::atomic_ref<std::int32_t, Scope>(header->space).fetch_add(k, cuda::std::memory_order_release);
+    return k;
+  }
+
+  CANOPY_HD bool try_pop(task_id& out) const { return try_pop(&out, 1) == 1; }
+
+ private:
+  // Takes min(want, counter) units from a counter that never goes negative; 0 when it is empty.
+  static CANOPY_HD int reserve(std::int32_t& counter, int want) {
+    cuda::atomic_ref<std::int32_t, Scope> c(counter);
+    std::int32_t cur = c.load(cuda::std::memory_order_relaxed);
+    while (cur > 0) {
+      const std::int32_t take = cur < want ? cur : want;
+      // relaxed is enough: the slot's own sequence word carries the synchronisation.
+      if (c.compare_exchange_weak(cur, cur - take, cuda::std::memory_order_relaxed, cuda::std::memory_order_relaxed))
+        return take;
+    }
+    return 0;
+  }
+
+  static CANOPY_HD std::uint64_t wait_for(cuda::atomic_ref<std::uint64_t, Scope>& slot, std::uint32_t seq) {
+    detail::backoff b;
+    for (;;) {
+      const std::uint64_t word = slot.load(cuda::std::memory_order_acquire);
+      if (static_cast<std::uint32_t>(word >> 32) == seq) return word;
+      b.pause();
+    }
+  }
+};
+
+/// A plain ring used by one thread at a time.
+struct local_ring {
+  task_id* slots;
+  std::int32_t capacity;
+  std::int32_t head;
+  std::int32_t count;
+
+  CANOPY_HD int try_push(const task_id* tasks, int n) {
+    int k = capacity - count;
+    if (k > n) k = n;
+    for (int i = 0; i < k; ++i) slots[(head + count + i) % capacity] = tasks[i];
+    count += k;
+    return k;
+  }
+  CANOPY_HD int try_pop(task_id* out, int max) {
+    const int k = count < max ? count : max;
+    for (int i = 0; i < k; ++i) out[i] = slots[(head + i) % capacity];
+    head = (head + k) % (capacity > 0 ? capacity : 1);
+    count -= k;
+    return k;
+  }
+};
+
+}  // namespace canopy

@@ -1,0 +1,31 @@
+// Options shared by both backends.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "canopy/mode.hpp"
+
+namespace canopy {
+
+struct scheduler_options {
+  canopy::mode mode = canopy::mode::continuation;
+  push_policy policy = push_policy::round_robin;
+  /// GPU: blocks of the persistent kernel, 0 = as many as can be co-resident (asking for more is
+  /// an invalid_argument error, never a hang). CPU: worker threads, 0 = hardware threads.
+  int blocks = 0;
+  int threads_per_block = 256;         ///< GPU only: a multiple of 32, at most 1024
+  std::int32_t global_queue_capacity = 0;  ///< 0 = the task count (enough for any run)
+  std::int32_t shared_queue_capacity = 0;  ///< per block; 0 = 1024
+  std::int32_t private_queue_capacity = 0; ///< per block, in shared memory; 0 = 256
+  /// A run that has not finished by then stops with status::timeout naming a stuck task.
+  std::chrono::milliseconds deadline{10000};
+};
+
+namespace detail {
+inline constexpr std::int32_t default_shared_capacity = 1024;
+inline constexpr std::int32_t default_private_capacity = 256;
+inline constexpr int max_threads_per_block = 1024;
+}  // namespace detail
+
+}  // namespace canopy
