@@ -29,7 +29,7 @@ void cpu_scheduler::reset_state() {
   std::fill(global_slots_.begin(), global_slots_.end(), 0);
   std::fill(shared_headers_.begin(), shared_headers_.end(), ring_header::empty(shared_capacity_));
   std::fill(shared_slots_.begin(), shared_slots_.end(), 0);
-  *counters_ = detail::run_counters{0, graph_.sink_count(), 0, workers_, 0, 0, 0, 0, nullptr, nullptr};
+  *counters_ = detail::run_counters{0, no_task, 0, graph_.sink_count(), 0, workers_, 0, 0, 0, 0, nullptr, nullptr};
   *report_ = detail::run_report{0, no_task, 0, 0};
 }
 
@@ -52,14 +52,13 @@ detail::scheduler_ref cpu_scheduler::make_ref() {
 
 run_result cpu_scheduler::finish(std::chrono::steady_clock::duration) {
   run_result r;
-  r.code = static_cast<status>(report_->code);
-  if (r.code == status::ok && report_->abort_requested != 0) r.code = status::aborted;
+  r.code = static_cast<status>(counters_->code);
   if (r.code == status::ok && counters_->sinks_left != 0) {
     // Workers only stop early through fail() or an abort; anything else is a scheduler bug.
     r.code = status::aborted;
     r.message = "run ended with " + std::to_string(counters_->sinks_left) + " sinks unfinished";
   }
-  r.task = report_->task;
+  r.task = counters_->failed_task;
   if (r.code == status::timeout) {
     r.task = graph_.find_stuck_task(pending_);
     r.message = "deadline of " + std::to_string(options_.deadline.count()) + " ms passed; task " +

@@ -36,7 +36,9 @@ class cpu_scheduler {
   int worker_count() const { return workers_; }
   const scheduler_options& options() const { return options_; }
   /// Asks a run in progress (on another thread) to stop with status::aborted.
-  void request_abort() { std::atomic_ref<std::int32_t>(report_->abort_requested).store(1); }
+  void request_abort() {
+    cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(report_->abort_requested).store(1, cuda::std::memory_order_relaxed);
+  }
 
  private:
   static constexpr cuda::thread_scope scope = cuda::thread_scope_device;  // host threads of one process
@@ -87,6 +89,10 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
   }
   detail::backoff idle;
   while (!detail::should_stop<scope>(r)) {
+    if (detail::abort_requested(r)) {
+      detail::fail<scope>(r, status::aborted, no_task);
+      break;
+    }
     int n;
     if constexpr (T.linked_list_queue) n = detail::list_pop<scope>(r, batch[0]) ? 1 : 0;
     else n = detail::fetch_batch<scope, M>(r, worker, &priv, batch, batch_max);

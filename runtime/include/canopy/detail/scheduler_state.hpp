@@ -32,6 +32,8 @@ struct list_node {
 /// Per-run counters in device (or host) memory. The last worker to leave a run resets them, so
 /// consecutive runs need no memset.
 struct run_counters {
+  std::int32_t code;            // canopy::status of the run, first failure wins
+  task_id failed_task;          // the task the failure concerns
   std::uint32_t source_cursor;  // next index into graph.sources to claim
   std::int32_t sinks_left;      // the run is complete when this reaches zero
   std::int32_t stop;            // set once complete or failed: every worker leaves
@@ -45,7 +47,9 @@ struct run_counters {
 };
 
 /// Result a run leaves for the host (mapped pinned memory on the GPU, so reading it after the
-/// kernel needs no copy). `abort_requested` is written by the host while the run goes on.
+/// kernel needs no copy; the last worker to leave copies it from run_counters with plain stores,
+/// since read-modify-write atomics on mapped host memory are not atomic on every platform).
+/// `abort_requested` is written by the host while the run goes on.
 struct run_report {
   std::int32_t code;  // canopy::status
   std::int32_t task;
@@ -81,18 +85,23 @@ static_assert(std::is_trivially_copyable_v<scheduler_ref>);
 /// Records the first failure of a run and tells every worker to stop.
 template <cuda::thread_scope S>
 CANOPY_HD void fail(const scheduler_ref& r, status code, task_id t) {
-  cuda::atomic_ref<std::int32_t, cuda::thread_scope_system> c(r.report->code);
+  cuda::atomic_ref<std::int32_t, S> c(r.counters->code);
   std::int32_t expected = 0;
   if (c.compare_exchange_strong(expected, static_cast<std::int32_t>(code), cuda::std::memory_order_relaxed))
-    cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->task).store(t, cuda::std::memory_order_relaxed);
+    cuda::atomic_ref<task_id, S>(r.counters->failed_task).store(t, cuda::std::memory_order_relaxed);
   cuda::atomic_ref<std::int32_t, S>(r.counters->stop).store(1, cuda::std::memory_order_release);
 }
 
 template <cuda::thread_scope S>
 CANOPY_HD bool should_stop(const scheduler_ref& r) {
-  return cuda::atomic_ref<std::int32_t, S>(r.counters->stop).load(cuda::std::memory_order_acquire) != 0 ||
-         cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->abort_requested)
-                 .load(cuda::std::memory_order_relaxed) != 0;
+  return cuda::atomic_ref<std::int32_t, S>(r.counters->stop).load(cuda::std::memory_order_acquire) != 0;
+}
+
+/// The host's abort flag. On the GPU it lives in mapped host memory: every read crosses PCIe, so
+/// workers check it only while idle, and only now and then.
+CANOPY_HD inline bool abort_requested(const scheduler_ref& r) {
+  return cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->abort_requested)
+             .load(cuda::std::memory_order_relaxed) != 0;
 }
 
 /// A sink finished: the last one ends the run.

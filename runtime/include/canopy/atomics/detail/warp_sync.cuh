@@ -21,27 +21,19 @@ __device__ __forceinline__ unsigned lanemask_lt() {
   return mask;
 }
 
-constexpr bool orders_before(cuda::std::memory_order order) {
+// One lane performs the atomic on behalf of the others, so a release by the leader alone would
+// publish only the leader's own writes and an acquire would order only the leader's later reads.
+// A warp barrier (__syncwarp / coalesced_group::sync) orders memory among the lanes it
+// synchronises, so the aggregated functions put one before the leader's atomic when the order
+// releases and one after it when the order acquires. Relaxed counters, the common case, pay nothing.
+__host__ __device__ constexpr bool orders_before(cuda::std::memory_order order) {
   return order == cuda::std::memory_order_release || order == cuda::std::memory_order_acq_rel ||
          order == cuda::std::memory_order_seq_cst;
 }
 
-constexpr bool orders_after(cuda::std::memory_order order) {
+__host__ __device__ constexpr bool orders_after(cuda::std::memory_order order) {
   return order == cuda::std::memory_order_acquire || order == cuda::std::memory_order_consume ||
          order == cuda::std::memory_order_acq_rel || order == cuda::std::memory_order_seq_cst;
-}
-
-// One lane performs the atomic on behalf of the others, so a release by the leader alone would
-// publish only the leader's own writes and an acquire would order only the leader's later reads.
-// __syncwarp orders memory among the lanes it synchronises, so a barrier before the leader's
-// release (and after its acquire) extends the requested order to every participating lane.
-// Relaxed counters, the common case, pay nothing.
-__device__ __forceinline__ void fence_before(unsigned mask, cuda::std::memory_order order) {
-  if (orders_before(order)) __syncwarp(mask);
-}
-
-__device__ __forceinline__ void fence_after(unsigned mask, cuda::std::memory_order order) {
-  if (orders_after(order)) __syncwarp(mask);
 }
 
 }  // namespace canopy::atomics::detail

@@ -1,0 +1,223 @@
+// The persistent kernel: one cooperative launch of co-resident blocks that loop until every sink
+// has finished (or the run fails). One instantiation per (Ops, mode); the mode's traits select
+// which steps of the seed's design are compiled in.
+#pragma once
+
+#include <cuda/atomic>
+
+#include "canopy/detail/scheduler_state.hpp"
+
+namespace canopy::detail {
+
+inline constexpr cuda::thread_scope device_scope = cuda::thread_scope_device;
+
+__device__ __forceinline__ std::uint64_t global_timer_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/// Dynamic shared memory of one block: the batch, the staging area for tasks made ready, and the
+/// private queue.
+__host__ __device__ constexpr std::size_t kernel_shared_bytes(int threads, int private_capacity) {
+  return sizeof(task_id) * (2 * static_cast<std::size_t>(threads) + static_cast<std::size_t>(private_capacity));
+}
+
+/// Leaving a run: the last block out publishes the result to the host and resets the counters, so
+/// the next launch needs no memset. A failed run is reset by the host instead.
+__device__ inline void leave_run(const scheduler_ref& r) {
+  cuda::atomic_ref<std::int32_t, device_scope> left(r.counters->workers_left);
+  if (left.fetch_sub(1, cuda::std::memory_order_acq_rel) != 1) return;
+  run_counters& c = *r.counters;
+  cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->task).store(c.failed_task, cuda::std::memory_order_relaxed);
+  cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->code).store(c.code, cuda::std::memory_order_relaxed);
+  if (c.code == 0) {
+    c.source_cursor = 0;
+    c.sinks_left = r.graph.sink_count;
+    c.stop = 0;
+    c.workers_left = static_cast<std::int32_t>(gridDim.x);
+  }
+}
+
+/// Runs `t` and, in continuation mode, the chain of tasks it makes ready; other tasks it makes
+/// ready go to `stage` (atomic-tree modes). Locked-tree modes leave resolution to the caller.
+template <mode M, class Ops, class Stage>
+__device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_ref& r, task_id t, Stage&& stage) {
+  constexpr mode_traits T = traits_of(M);
+  while (t != no_task) {
+    ops(t);
+    if constexpr (!T.atomic_tree) return;
+    task_id next = no_task;
+    const int succs = resolve_successors<device_scope>(r.graph, t, [&](task_id s) {
+      if (T.continuation && next == no_task) next = s;
+      else stage(s);
+    });
+    if (succs == 0) sink_finished<device_scope>(r);
+    t = next;
+  }
+}
+
+/// Modes all-threads and later: the block master fetches a batch for the whole block, every
+/// thread runs one task, and the master pushes what the block made ready.
+template <class Ops, mode M>
+__device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
+  constexpr mode_traits T = traits_of(M);
+  extern __shared__ task_id shared_tasks[];
+  task_id* batch = shared_tasks;
+  task_id* staged = batch + blockDim.x;
+  const int stage_capacity = static_cast<int>(blockDim.x);
+  __shared__ int s_batch_size, s_staged;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int worker = static_cast<int>(blockIdx.x);
+
+  local_ring priv{staged + stage_capacity, r.private_capacity, 0, 0};  // used by thread 0 only
+  std::uint32_t tick = 0;
+  const std::uint64_t deadline = global_timer_ns() + r.budget_ns;
+  if (tid == 0) s_staged = 0;
+
+  for (;;) {
+    if (tid == 0) {
+      int n = 0;
+      backoff idle;
+      for (unsigned polls = 0;; ++polls) {
+        if (should_stop<device_scope>(r)) { n = -1; break; }
+        n = fetch_batch<device_scope, M>(r, worker, &priv, batch, static_cast<int>(blockDim.x));
+        if (n > 0) break;
+        if ((polls & 31) == 31) {
+          if (global_timer_ns() > deadline) { fail<device_scope>(r, status::timeout, no_task); n = -1; break; }
+          if (abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); n = -1; break; }
+        }
+        idle.pause();
+      }
+      s_batch_size = n;
+    }
+    __syncthreads();
+    const int n = s_batch_size;
+    if (n < 0) break;
+    if (tid < n) {
+      execute_chain<M>(ops, r, batch[tid], [&](task_id s) {
+        const int slot = cuda::atomic_ref<int, cuda::thread_scope_block>(s_staged).fetch_add(1, cuda::std::memory_order_relaxed);
+        if (slot < stage_capacity) {
+          staged[slot] = s;
+        } else if (!(T.lockfree_global ? r.global_ring<device_scope>().try_push(s)
+                                       : locked_push<device_scope>(r, &s, 1) == 1)) {
+          // A DAG task made more tasks ready than the staging area holds: straight to global.
+          fail<device_scope>(r, status::queue_overflow, s);
+        }
+      });
+    }
+    __syncthreads();
+    if (tid == 0) {
+      int k = s_staged < stage_capacity ? s_staged : stage_capacity;
+      if constexpr (!T.atomic_tree) {
+        // all-threads: the master resolves the whole batch under one hold of the tree mutex.
+        spin_mutex_ref<device_scope> m{&r.counters->tree_mutex};
+        scoped_lock lock(m);
+        for (int i = 0; i < n; ++i) {
+          const int succs = resolve_successors<device_scope>(r.graph, batch[i], [&](task_id s) {
+            if (k < stage_capacity) staged[k++] = s;
+            else if (locked_push<device_scope>(r, &s, 1) != 1) fail<device_scope>(r, status::queue_overflow, s);
+          });
+          if (succs == 0) sink_finished<device_scope>(r);
+        }
+      }
+      if (k > 0) push_batch<device_scope, M>(r, worker, &priv, tick, staged, k);
+      s_staged = 0;
+    }
+    // The next fetch overwrites `batch` only after every thread passed the barrier above.
+  }
+  if (tid == 0) leave_run(r);
+}
+
+/// Modes mutex, fixed-queue and private-queues: only warp masters work, each on one task:
+/// fetch, block sync, execute, block sync, push (the seed's first design).
+template <class Ops, mode M>
+__device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
+  constexpr mode_traits T = traits_of(M);
+  extern __shared__ task_id shared_tasks[];
+  __shared__ int s_stop, s_private_mutex, s_private_head, s_private_count;
+  const int tid = static_cast<int>(threadIdx.x);
+  const bool master = (tid % 32) == 0;
+  const std::uint64_t deadline = global_timer_ns() + r.budget_ns;
+  spin_mutex_ref<cuda::thread_scope_block> private_mutex{&s_private_mutex};
+  // The private queue lives in shared memory; warp masters share it under a block-scope mutex.
+  auto with_private = [&](auto&& f) {
+    scoped_lock lock(private_mutex);
+    local_ring priv{shared_tasks, r.private_capacity, s_private_head, s_private_count};
+    const int k = f(priv);
+    s_private_head = priv.head;
+    s_private_count = priv.count;
+    return k;
+  };
+  if (tid == 0) s_stop = s_private_mutex = s_private_head = s_private_count = 0;
+  __syncthreads();
+
+  if constexpr (T.linked_list_queue) {
+    // The original design starts from a global list holding every source.
+    if (master) {
+      const int warps = static_cast<int>(blockDim.x / 32);
+      const int first = static_cast<int>(blockIdx.x) * warps + tid / 32;
+      for (int i = first; i < r.graph.source_count; i += static_cast<int>(gridDim.x) * warps)
+        if (!list_push<device_scope>(r, r.graph.sources[i])) {
+          fail<device_scope>(r, status::queue_overflow, r.graph.sources[i]);
+          break;
+        }
+    }
+  }
+
+  for (unsigned round = 0;; ++round) {
+    task_id t = no_task;
+    if (master && !should_stop<device_scope>(r)) {  // 1. fetch
+      if constexpr (T.linked_list_queue) {
+        list_pop<device_scope>(r, t);
+      } else {
+        int got = 0;
+        if constexpr (T.private_queues) got = with_private([&](local_ring& q) { return q.try_pop(&t, 1); });
+        if (got == 0) got = claim_sources<device_scope>(r, &t, 1);
+        if (got == 0) got = locked_pop<device_scope>(r, &t, 1);
+      }
+      if (t == no_task && (round & 31) == 31) {
+        if (global_timer_ns() > deadline) fail<device_scope>(r, status::timeout, no_task);
+        else if (abort_requested(r)) fail<device_scope>(r, status::aborted, no_task);
+      }
+    }
+    __syncthreads();                            // 2.
+    if (master && t != no_task) ops(t);         // 3. execute
+    __syncthreads();                            // 4.
+    if (master && t != no_task) {               // 5. resolve and push
+      task_id ready[8];
+      int n_ready = 0;
+      const int succs = resolve_locked<device_scope>(r, t, [&](task_id s) {
+        bool ok;
+        if (n_ready < 8) { ready[n_ready++] = s; return; }
+        if constexpr (traits_of(M).linked_list_queue) ok = list_push<device_scope>(r, s);
+        else ok = locked_push<device_scope>(r, &s, 1) == 1;
+        if (!ok) fail<device_scope>(r, status::queue_overflow, s);
+      });
+      if (succs == 0) sink_finished<device_scope>(r);
+      for (int i = 0; i < n_ready; ++i) {
+        bool ok;
+        if constexpr (T.linked_list_queue) {
+          ok = list_push<device_scope>(r, ready[i]);
+        } else {
+          int done = 0;
+          if constexpr (T.private_queues) done = with_private([&](local_ring& q) { return q.try_push(&ready[i], 1); });
+          ok = done == 1 || locked_push<device_scope>(r, &ready[i], 1) == 1;
+        }
+        if (!ok) fail<device_scope>(r, status::queue_overflow, ready[i]);
+      }
+    }
+    if (tid == 0) s_stop = should_stop<device_scope>(r) ? 1 : 0;
+    __syncthreads();
+    if (s_stop) break;
+  }
+  if (tid == 0) leave_run(r);
+}
+
+template <class Ops, mode M>
+__global__ void persistent_kernel(Ops ops, scheduler_ref r) {
+  if constexpr (traits_of(M).block_fetch) block_fetch_loop<Ops, M>(ops, r);
+  else warp_master_loop<Ops, M>(ops, r);
+}
+
+}  // namespace canopy::detail
