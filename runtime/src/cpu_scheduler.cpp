@@ -29,7 +29,7 @@ void cpu_scheduler::reset_state() {
   std::fill(global_slots_.begin(), global_slots_.end(), 0);
   std::fill(shared_headers_.begin(), shared_headers_.end(), ring_header::empty(shared_capacity_));
   std::fill(shared_slots_.begin(), shared_slots_.end(), 0);
-  *counters_ = detail::run_counters{0, no_task, 0, graph_.sink_count(), 0, workers_, 0, 0, 0, 0, nullptr, nullptr};
+  *counters_ = detail::run_counters{0, no_task, 0, graph_.sink_count(), 0, workers_, {0, 0}, {0, 0}, 0, 0, nullptr, nullptr};
   *report_ = detail::run_report{0, no_task, 0, 0};
 }
 

@@ -129,7 +129,6 @@ class gpu_scheduler {
   detail::run_report* report_device_ = nullptr;
   int last_grid_ = -1;
   bool need_full_reset_ = false;
-  std::size_t heap_bytes_set_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -204,7 +203,6 @@ inline gpu_scheduler& gpu_scheduler::operator=(gpu_scheduler&& o) noexcept {
   report_device_ = std::exchange(o.report_device_, nullptr);
   last_grid_ = o.last_grid_;
   need_full_reset_ = o.need_full_reset_;
-  heap_bytes_set_ = o.heap_bytes_set_;
   return *this;
 }
 
@@ -249,7 +247,7 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid) const {
 }
 
 inline void gpu_scheduler::reset_state(int grid, bool full, cudaStream_t stream) {
-  const detail::run_counters c{0, no_task, 0, graph_.sink_count(), 0, grid, 0, 0, 0, 0, nullptr, nullptr};
+  const detail::run_counters c{0, no_task, 0, graph_.sink_count(), 0, grid, {0, 0}, {0, 0}, 0, 0, nullptr, nullptr};
   detail::cuda_check(cudaMemcpyAsync(counters_, &c, sizeof c, cudaMemcpyHostToDevice, stream), "reset counters");
   if (full) {
     const ring_header g = ring_header::empty(global_capacity_);
@@ -300,13 +298,13 @@ run_result gpu_scheduler::run(const Ops& ops, cudaStream_t stream) {
   }
   const int grid = options_.blocks > 0 ? options_.blocks : resident;
   if (m == mode::mutex) {
-    // The seed's first design allocates a list node per push from the device heap.
+    // The seed's first design allocates a list node per push from the device heap. CUDA lets the
+    // heap grow only before the first kernel that calls malloc; after that we run with what there
+    // is, and an exhausted heap is reported as QueueOverflow.
     const std::size_t need = (static_cast<std::size_t>(graph_.task_count()) + 1024) * 64 + (8u << 20);
-    if (need > heap_bytes_set_) {
-      detail::cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-      detail::cuda_check(cudaDeviceSetLimit(cudaLimitMallocHeapSize, need), "cudaDeviceSetLimit(malloc heap)");
-      heap_bytes_set_ = need;
-    }
+    std::size_t have = 0;
+    detail::cuda_check(cudaDeviceGetLimit(&have, cudaLimitMallocHeapSize), "cudaDeviceGetLimit");
+    if (need > have && cudaDeviceSetLimit(cudaLimitMallocHeapSize, need) != cudaSuccess) (void)cudaGetLastError();
   }
   if (need_full_reset_ || grid != last_grid_) reset_state(grid, need_full_reset_, stream);
   need_full_reset_ = false;
@@ -341,9 +339,13 @@ inline run_result gpu_scheduler::finish(int grid, cudaStream_t stream) {
     std::vector<std::int32_t> pending(graph_.dependency_count().size());
     detail::cuda_check(cudaMemcpy(pending.data(), pending_, pending.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost),
                        "read counters");
+    detail::run_counters c{};
+    detail::cuda_check(cudaMemcpy(&c, counters_, sizeof c, cudaMemcpyDeviceToHost), "read counters");
     r.task = graph_.find_stuck_task(pending);
     r.message = "deadline of " + std::to_string(options_.deadline.count()) + " ms passed; task " + std::to_string(r.task) +
-                " never became ready";
+                " never became ready (" + std::to_string(c.sinks_left) + " of " + std::to_string(graph_.sink_count()) +
+                " sinks unfinished, " + std::to_string(std::min<std::uint32_t>(c.source_cursor, graph_.sources().size())) +
+                " of " + std::to_string(graph_.sources().size()) + " sources claimed)";
   } else if (r.code == status::queue_overflow) {
     r.message = options_.mode == mode::mutex
                     ? "device heap exhausted allocating a queue node for task " + std::to_string(r.task)

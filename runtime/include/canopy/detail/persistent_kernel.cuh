@@ -135,7 +135,8 @@ template <class Ops, mode M>
 __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
   constexpr mode_traits T = traits_of(M);
   extern __shared__ task_id shared_tasks[];
-  __shared__ int s_stop, s_private_mutex, s_private_head, s_private_count;
+  __shared__ int s_stop, s_private_head, s_private_count;
+  __shared__ ticket_lock s_private_mutex;
   const int tid = static_cast<int>(threadIdx.x);
   const bool master = (tid % 32) == 0;
   const std::uint64_t deadline = global_timer_ns() + r.budget_ns;
@@ -149,7 +150,10 @@ __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
     s_private_count = priv.count;
     return k;
   };
-  if (tid == 0) s_stop = s_private_mutex = s_private_head = s_private_count = 0;
+  if (tid == 0) {
+    s_stop = s_private_head = s_private_count = 0;
+    s_private_mutex = ticket_lock{0, 0};
+  }
   __syncthreads();
 
   if constexpr (T.linked_list_queue) {

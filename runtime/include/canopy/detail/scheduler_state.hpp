@@ -38,8 +38,8 @@ struct run_counters {
   std::int32_t sinks_left;      // the run is complete when this reaches zero
   std::int32_t stop;            // set once complete or failed: every worker leaves
   std::int32_t workers_left;    // workers still inside the run
-  int tree_mutex;               // locked modes: guards every dependency counter
-  int queue_mutex;              // locked modes: guards the global queue
+  ticket_lock tree_mutex;       // locked modes: guards every dependency counter
+  ticket_lock queue_mutex;      // locked modes: guards the global queue
   std::int32_t locked_head;     // fixed-queue .. shared-queues: the mutex-guarded global ring
   std::int32_t locked_count;
   list_node* list_head;         // mutex mode
@@ -126,25 +126,31 @@ CANOPY_HD int claim_sources(const scheduler_ref& r, task_id* out, int max) {
 }
 
 // ---- the locked global ring (modes fixed-queue .. shared-queues) ----------------------------
+// Guarded by queue_mutex. The count is also read without the lock, so that idle workers look
+// before they queue up for the mutex (otherwise a thousand idle blocks keep the lock busy and the
+// one block with work waits behind them); hence atomic (relaxed) accesses to it.
 
 template <cuda::thread_scope S>
 CANOPY_HD int locked_push(const scheduler_ref& r, const task_id* in, int n) {
   spin_mutex_ref<S> m{&r.counters->queue_mutex};
   scoped_lock lock(m);
-  local_ring ring{r.locked_slots, r.global_header->capacity, r.counters->locked_head, r.counters->locked_count};
+  cuda::atomic_ref<std::int32_t, S> count(r.counters->locked_count);
+  local_ring ring{r.locked_slots, r.global_header->capacity, r.counters->locked_head, count.load(cuda::std::memory_order_relaxed)};
   const int k = ring.try_push(in, n);
-  r.counters->locked_count = ring.count;
+  count.store(ring.count, cuda::std::memory_order_relaxed);
   return k;
 }
 
 template <cuda::thread_scope S>
 CANOPY_HD int locked_pop(const scheduler_ref& r, task_id* out, int max) {
+  cuda::atomic_ref<std::int32_t, S> count(r.counters->locked_count);
+  if (count.load(cuda::std::memory_order_relaxed) == 0) return 0;
   spin_mutex_ref<S> m{&r.counters->queue_mutex};
   scoped_lock lock(m);
-  local_ring ring{r.locked_slots, r.global_header->capacity, r.counters->locked_head, r.counters->locked_count};
+  local_ring ring{r.locked_slots, r.global_header->capacity, r.counters->locked_head, count.load(cuda::std::memory_order_relaxed)};
   const int k = ring.try_pop(out, max);
   r.counters->locked_head = ring.head;
-  r.counters->locked_count = ring.count;
+  count.store(ring.count, cuda::std::memory_order_relaxed);
   return k;
 }
 
@@ -163,20 +169,23 @@ CANOPY_HD bool list_push(const scheduler_ref& r, task_id t) {
   spin_mutex_ref<S> m{&r.counters->queue_mutex};
   scoped_lock lock(m);
   if (r.counters->list_tail != nullptr) r.counters->list_tail->next = node;
-  else r.counters->list_head = node;
+  else cuda::atomic_ref<list_node*, S>(r.counters->list_head).store(node, cuda::std::memory_order_relaxed);
   r.counters->list_tail = node;
   return true;
 }
 
 template <cuda::thread_scope S>
 CANOPY_HD bool list_pop(const scheduler_ref& r, task_id& t) {
+  // Look before queueing for the mutex (see locked_pop); head is read atomically for that.
+  cuda::atomic_ref<list_node*, S> head(r.counters->list_head);
+  if (head.load(cuda::std::memory_order_relaxed) == nullptr) return false;
   list_node* node;
   {
     spin_mutex_ref<S> m{&r.counters->queue_mutex};
     scoped_lock lock(m);
-    node = r.counters->list_head;
+    node = head.load(cuda::std::memory_order_relaxed);
     if (node != nullptr) {
-      r.counters->list_head = node->next;
+      head.store(node->next, cuda::std::memory_order_relaxed);
       if (node->next == nullptr) r.counters->list_tail = nullptr;
     }
   }
