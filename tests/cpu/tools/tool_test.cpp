@@ -1,0 +1,322 @@
+// The `canopy` tool as a user runs it: a spawned process, its exit code, stdout and stderr.
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct tool_run {
+  int exit_code = -1;
+  std::string out, err;
+  std::vector<std::string> err_lines() const {
+    std::vector<std::string> lines;
+    std::istringstream in(err);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void spit(const fs::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+class CanopyTool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("canopy_tool_test." + std::to_string(::getpid()) + "." + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  fs::path path(const std::string& name) const { return dir_ / name; }
+
+  // Runs canopy with `args`, stdout and stderr captured in files (no shell, no quoting issues).
+  tool_run run(std::vector<std::string> args) const {
+    args.insert(args.begin(), CANOPY_TOOL_PATH);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const auto out = path("stdout.txt"), err = path("stderr.txt");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = 0;
+    tool_run r;
+    const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      ADD_FAILURE() << "cannot spawn " << argv[0] << ": " << std::strerror(rc);
+      return r;
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  // A binary point file made by the tool itself.
+  fs::path generate(const std::string& name, const std::string& dist, int n, int seed = 1) const {
+    const auto p = path(name);
+    const auto r = run({"gen", "--dist", dist, "-n", std::to_string(n), "--seed", std::to_string(seed), "-o", p});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return p;
+  }
+
+  // Bad input: exit 2, exactly one line on stderr, "canopy: error: <subject>: <problem>", no stdout.
+  void expect_bad_input(const std::vector<std::string>& args, const std::string& mentions) const {
+    const auto r = run(args);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    const auto lines = r.err_lines();
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("canopy: error: ", 0), 0u) << lines[0];
+    EXPECT_NE(lines[0].find(mentions), std::string::npos) << lines[0] << " should mention " << mentions;
+    EXPECT_EQ(r.out, "");
+  }
+
+  // No temporary or partial file left behind in the test folder.
+  void expect_no_leftovers() const {
+    for (const auto& e : fs::directory_iterator(dir_))
+      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+  }
+
+  fs::path dir_;
+};
+
+// --- round trips -------------------------------------------------------------------------------
+
+TEST_F(CanopyTool, GenBuildValidateRoundTrip) {
+  const auto file = generate("uniform.bin", "uniform", 5000);
+  EXPECT_EQ(fs::file_size(file), 24u + 16u * 5000u);  // the documented binary layout
+
+  const auto build = run({"build", file, "--max-leaf", "16", "--check"});
+  ASSERT_EQ(build.exit_code, 0) << build.err;
+  EXPECT_NE(build.out.find("depth"), std::string::npos) << build.out;
+  EXPECT_NE(build.out.find("leaf occupancy"), std::string::npos) << build.out;
+  EXPECT_NE(build.out.find("build time"), std::string::npos) << build.out;
+
+  const auto acc = run({"accumulate", file, "--backend", "reference"});
+  ASSERT_EQ(acc.exit_code, 0) << acc.err;
+  EXPECT_NE(acc.out.find("count     5000"), std::string::npos) << acc.out;
+
+  const auto val = run({"validate", file, "--backend", "reference", "--max-leaf", "16"});
+  EXPECT_EQ(val.exit_code, 0) << val.out << val.err;
+  EXPECT_NE(val.out.find("PASS"), std::string::npos) << val.out;
+  EXPECT_NE(val.out.find("counts    match exactly"), std::string::npos) << val.out;
+}
+
+TEST_F(CanopyTool, CsvAndBinaryGiveTheSameRoot) {
+  const auto bin = path("p.bin"), csv = path("p.csv");
+  ASSERT_EQ(run({"gen", "--dist", "plummer", "-n", "3001", "--seed", "7", "-o", bin}).exit_code, 0);
+  ASSERT_EQ(run({"gen", "--dist", "plummer", "-n", "3001", "--seed", "7", "-o", csv}).exit_code, 0);
+  EXPECT_EQ(slurp(csv).rfind("x,y,z,m\n", 0), 0u);
+  const auto a = run({"accumulate", bin, "--backend", "reference", "--json"});
+  const auto b = run({"accumulate", csv, "--backend", "reference", "--json"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(ja["root"]["count"], 3001);
+  EXPECT_EQ(ja["root"], jb["root"]);  // CSV round-trips floats exactly
+}
+
+TEST_F(CanopyTool, GenIsDeterministic) {
+  const auto a = generate("a.bin", "clusters", 2000, 3), b = generate("b.bin", "clusters", 2000, 3),
+             c = generate("c.bin", "clusters", 2000, 4);
+  EXPECT_EQ(slurp(a), slurp(b));
+  EXPECT_NE(slurp(a), slurp(c));
+}
+
+TEST_F(CanopyTool, LatticeGivesACompleteTree) {
+  // The spec builds the complete octree directly.
+  const auto r = run({"build", "gen:lattice:2:3", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["complete"]);
+  EXPECT_EQ(j["points"], 192);
+  EXPECT_EQ(j["depth"], 2);
+  EXPECT_EQ(j["nodes"], 1 + 8 + 64);
+  EXPECT_EQ(j["leaves"], 64);
+  // The same points from a file are built adaptively (the root cell is their padded bounding
+  // cube, not the unit cube), so only the points are guaranteed to be the same.
+  const auto file = path("lattice.bin");
+  ASSERT_EQ(run({"gen", "--dist", "lattice", "--depth", "2", "--per-leaf", "3", "-o", file}).exit_code, 0);
+  EXPECT_EQ(fs::file_size(file), 24u + 16u * 192u);
+  const auto a = run({"accumulate", file, "--backend", "reference", "--json"});
+  const auto b = run({"accumulate", "gen:lattice:2:3", "--backend", "reference", "--json"});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto ja = nlohmann::json::parse(a.out)["root"], jb = nlohmann::json::parse(b.out)["root"];
+  EXPECT_EQ(ja["count"], 192);
+  EXPECT_EQ(ja["bbox"], jb["bbox"]);
+  EXPECT_NEAR(ja["mass"].get<double>(), jb["mass"].get<double>(), 1e-12);
+}
+
+TEST_F(CanopyTool, ValidateReferenceOverSizesAndDistributions) {
+  // Sizes 0, 1, odd and large; several seeds; a complete tree.
+  for (const char* spec : {"gen:uniform:0", "gen:uniform:1", "gen:plummer:1001:2", "gen:clusters:20000:5",
+                           "gen:lattice:3:5:9"}) {
+    const auto r = run({"validate", spec, "--backend", "reference", "--max-leaf", "8", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << spec << "\n" << r.out << r.err;
+    if (r.exit_code != 0) continue;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j["counts_match"]) << spec;
+    EXPECT_TRUE(j["within_tolerance"]) << spec;
+  }
+}
+
+TEST_F(CanopyTool, DotWritesTheTaskGraph) {
+  const auto out = path("tree.dot");
+  const auto r = run({"dot", "gen:uniform:500", "--max-leaf", "16", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto text = slurp(out);
+  EXPECT_NE(text.find("digraph"), std::string::npos);
+  EXPECT_NE(text.find("->"), std::string::npos);
+  expect_no_leftovers();
+}
+
+TEST_F(CanopyTool, HelpForEveryCommand) {
+  for (const char* cmd : {"gen", "build", "accumulate", "validate", "dot"}) {
+    const auto r = run({cmd, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << cmd << r.err;
+    EXPECT_NE(r.out.find(std::string("canopy ") + cmd), std::string::npos) << r.out;
+  }
+  const auto top = run({"--help"});
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_NE(top.out.find("validate"), std::string::npos);
+}
+
+TEST_F(CanopyTool, LogLevelSilencesProgress) {
+  const auto r = run({"build", "gen:uniform:100", "--log-level", "warn"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "");
+  const auto chatty = run({"--log-level", "debug", "build", "gen:uniform:100"});
+  EXPECT_EQ(chatty.exit_code, 0);
+  EXPECT_NE(chatty.err.find("built octree"), std::string::npos) << chatty.err;
+}
+
+// --- bad input: one line on stderr, exit 2, nothing written --------------------------------------
+
+TEST_F(CanopyTool, MissingFile) {
+  expect_bad_input({"build", path("nope.bin")}, "nope.bin: no such file");
+  expect_bad_input({"validate", path("nope.bin"), "--backend", "reference"}, "nope.bin");
+}
+
+TEST_F(CanopyTool, DirectoryAsFile) { expect_bad_input({"build", dir_}, "is a directory"); }
+
+TEST_F(CanopyTool, TruncatedFile) {
+  const auto file = generate("t.bin", "uniform", 100);
+  auto bytes = slurp(file);
+  spit(file, bytes.substr(0, bytes.size() - 5));
+  expect_bad_input({"build", file}, "t.bin");
+  spit(file, bytes.substr(0, 10));  // not even a header
+  expect_bad_input({"accumulate", file, "--backend", "reference"}, "t.bin");
+}
+
+TEST_F(CanopyTool, CountDisagreesWithSize) {
+  const auto file = generate("c.bin", "uniform", 100);
+  spit(file, slurp(file) + std::string(16, '\0'));
+  expect_bad_input({"build", file}, "c.bin");
+}
+
+TEST_F(CanopyTool, WrongMagic) {
+  const auto file = generate("m.bin", "uniform", 100);
+  auto bytes = slurp(file);
+  bytes.replace(0, 8, "NOTCANPY");
+  spit(file, bytes);
+  expect_bad_input({"build", file}, "m.bin");
+}
+
+TEST_F(CanopyTool, NaNCoordinate) {
+  const auto file = generate("nan.bin", "uniform", 100);
+  auto bytes = slurp(file);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bytes.data() + 24 + 16 * 42 + 4, &nan, sizeof nan);  // point 42's y
+  spit(file, bytes);
+  expect_bad_input({"validate", file, "--backend", "reference"}, "nan.bin");
+
+  const auto csv = path("nan.csv");
+  spit(csv, "x,y,z,m\n0.5,0.5,0.5,1\nnan,0.25,0.25,1\n");
+  expect_bad_input({"build", csv}, "nan.csv");
+}
+
+TEST_F(CanopyTool, NegativeMass) {
+  const auto csv = path("neg.csv");
+  spit(csv, "x,y,z,m\n0.5,0.5,0.5,1\n0.1,0.25,0.25,-1\n");
+  expect_bad_input({"accumulate", csv, "--backend", "reference"}, "neg.csv");
+}
+
+TEST_F(CanopyTool, BadOption) {
+  const auto r = run({"build", "gen:uniform:10", "--bogus"});
+  EXPECT_EQ(r.exit_code, 2);
+  const auto lines = r.err_lines();
+  ASSERT_EQ(lines.size(), 2u) << r.err;  // the error, then where to find help
+  EXPECT_EQ(lines[0].rfind("canopy: error: ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("--bogus"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("canopy build --help"), std::string::npos) << lines[1];
+
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{}, {"frobnicate"}, {"validate", "x.bin", "--backend", "quantum"},
+        {"accumulate", "x.bin", "--mode", "fastest"}, {"build", "x.bin", "--max-depth", "22"},
+        {"gen", "--dist", "uniform", "-n", "-5", "-o", "x.bin"}}) {
+    const auto bad = run(args);
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+    EXPECT_EQ(bad.err.rfind("canopy: error: ", 0), 0u) << bad.err;
+  }
+}
+
+TEST_F(CanopyTool, BadValuesWriteNothing) {
+  const auto out = path("out.bin");
+  expect_bad_input({"gen", "--dist", "gaussian", "-n", "10", "-o", out}, "gaussian");
+  expect_bad_input({"gen", "--dist", "lattice", "-n", "10", "-o", out}, "-n");
+  expect_bad_input({"gen", "--dist", "uniform", "-o", out}, "-n");
+  expect_bad_input({"gen", "--dist", "uniform", "-n", "10", "-o", path("no/such/dir/out.bin")}, "directory");
+  expect_bad_input({"build", "gen:plummer:lots"}, "gen:plummer:lots");
+  expect_bad_input({"build", "gen:tipsy:10"}, "tipsy");
+  expect_bad_input({"dot", path("missing.bin"), "-o", path("tree.dot")}, "missing.bin");
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(path("tree.dot")));
+  expect_no_leftovers();
+}
+
+TEST_F(CanopyTool, FailedRewriteKeepsTheOldFile) {
+  const auto file = generate("keep.bin", "uniform", 50);
+  const auto before = slurp(file);
+  expect_bad_input({"gen", "--dist", "nonsense", "-n", "10", "-o", file}, "nonsense");
+  EXPECT_EQ(slurp(file), before);
+  expect_no_leftovers();
+}
+
+}  // namespace

@@ -1,0 +1,23 @@
+// The subcommands of `canopy`. Each add_*_command registers its options on `app` and returns the
+// function that runs it once the command line has been parsed; that function returns the exit code
+// (see exit_code in common.hpp) and throws on bad input or a failed run (main turns both into one line).
+#pragma once
+
+#include <functional>
+#include <utility>
+
+namespace CLI {
+class App;
+}
+
+namespace canopy::tool {
+
+using command = std::pair<CLI::App*, std::function<int()>>;
+
+command add_gen_command(CLI::App& app);
+command add_build_command(CLI::App& app);
+command add_accumulate_command(CLI::App& app);
+command add_validate_command(CLI::App& app);
+command add_dot_command(CLI::App& app);
+
+}  // namespace canopy::tool

@@ -1,0 +1,185 @@
+#include "common.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string_view>
+#include <system_error>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "canopy/trees/generators.hpp"
+#include "canopy/trees/point_io.hpp"
+
+namespace canopy::tool {
+
+namespace trees = canopy::trees;
+
+const char* const input_help =
+    "points file (.csv, or Canopy binary for any other name), or a generator spec: "
+    "gen:uniform|plummer|clusters:N[:SEED] or gen:lattice:DEPTH:PER_LEAF[:SEED] (SEED defaults to 1)";
+
+void add_tree_options(CLI::App& command, tree_options& options) {
+  command.add_option("--max-leaf", options.max_leaf, "split a cell holding more points than this")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  command.add_option("--max-depth", options.max_depth, "deepest level (root is 0); Morton codes allow 21")
+      ->check(CLI::Range(0, 21))
+      ->capture_default_str();
+}
+
+namespace {
+
+constexpr std::string_view generator_prefix = "gen:";
+
+struct generator_spec {
+  trees::distribution dist{};
+  std::int64_t n = 0;  // points (or, for lattice, the depth)
+  std::int64_t per_leaf = 0;
+  std::uint64_t seed = 1;
+};
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  for (;;) {
+    const auto at = s.find(sep);
+    parts.push_back(s.substr(0, at));
+    if (at == std::string_view::npos) return parts;
+    s.remove_prefix(at + 1);
+  }
+}
+
+template <class Int>
+Int parse_number(const std::string& spec, std::string_view field, std::string_view what, Int lo, Int hi) {
+  Int value{};
+  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
+  if (ec != std::errc{} || end != field.data() + field.size() || value < lo || value > hi)
+    throw usage_error(spec, fmt::format("{} must be an integer in [{}, {}], not '{}'", what, lo, hi, field));
+  return value;
+}
+
+generator_spec parse_generator_spec(const std::string& spec) {
+  const auto parts = split(std::string_view(spec).substr(generator_prefix.size()), ':');
+  if (parts.empty() || parts[0].empty())
+    throw usage_error(spec, "a generator spec is gen:DIST:N[:SEED] or gen:lattice:DEPTH:PER_LEAF[:SEED]");
+  generator_spec g;
+  g.dist = trees::parse_distribution(parts[0]);  // throws input_error naming the distribution
+  constexpr std::int64_t max_points = std::numeric_limits<std::int32_t>::max();
+  std::size_t next = 2;
+  if (g.dist == trees::distribution::lattice) {
+    if (parts.size() < 3 || parts.size() > 4)
+      throw usage_error(spec, "a lattice spec is gen:lattice:DEPTH:PER_LEAF[:SEED]");
+    g.n = parse_number<std::int64_t>(spec, parts[1], "DEPTH", 0, 21);
+    g.per_leaf = parse_number<std::int64_t>(spec, parts[2], "PER_LEAF", 1, max_points);
+    next = 3;
+  } else {
+    if (parts.size() < 2 || parts.size() > 3) throw usage_error(spec, "a generator spec is gen:DIST:N[:SEED]");
+    g.n = parse_number<std::int64_t>(spec, parts[1], "N", 0, max_points);
+  }
+  if (parts.size() > next)
+    g.seed = parse_number<std::uint64_t>(spec, parts[next], "SEED", 0, std::numeric_limits<std::uint64_t>::max());
+  return g;
+}
+
+bool is_generator_spec(const std::string& spec) { return spec.starts_with(generator_prefix); }
+
+// A clear message for a missing or unreadable file before the readers see it.
+void check_readable(const std::string& file) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(file, ec);
+  if (!std::filesystem::exists(st)) throw usage_error(file, "no such file");
+  if (std::filesystem::is_directory(st)) throw usage_error(file, "is a directory, not a points file");
+}
+
+}  // namespace
+
+std::vector<trees::point> load_points(const std::string& spec) {
+  stage t;
+  if (!is_generator_spec(spec)) {
+    check_readable(spec);
+    auto points = trees::read_points(spec);
+    t.done(fmt::format("read {} points from {}", grouped(static_cast<long long>(points.size())), spec));
+    return points;
+  }
+  const auto g = parse_generator_spec(spec);
+  std::vector<trees::point> points;
+  switch (g.dist) {
+    case trees::distribution::uniform: points = trees::generate_uniform(static_cast<std::size_t>(g.n), g.seed); break;
+    case trees::distribution::plummer: points = trees::generate_plummer(static_cast<std::size_t>(g.n), g.seed); break;
+    case trees::distribution::clusters: points = trees::generate_clusters(static_cast<std::size_t>(g.n), g.seed); break;
+    case trees::distribution::lattice:
+      points = trees::generate_lattice(static_cast<int>(g.n), static_cast<int>(g.per_leaf), g.seed);
+      break;
+  }
+  t.done(fmt::format("generated {} points ({})", grouped(static_cast<long long>(points.size())), spec));
+  return points;
+}
+
+loaded_tree load_tree(const std::string& spec, const tree_options& options) {
+  loaded_tree r;
+  if (is_generator_spec(spec)) {
+    const auto g = parse_generator_spec(spec);
+    if (g.dist == trees::distribution::lattice) {
+      stage t;
+      r.tree = trees::build_complete_octree(static_cast<int>(g.n), static_cast<int>(g.per_leaf), g.seed);
+      r.build_ms = t.elapsed_ms();
+      r.complete = true;
+      t.done(fmt::format("built complete octree of depth {}: {} nodes, {} points", r.tree.depth,
+                         grouped(r.tree.node_count()), grouped(static_cast<long long>(r.tree.points.size()))));
+      return r;
+    }
+  }
+  stage read;
+  const auto points = load_points(spec);
+  r.load_ms = read.elapsed_ms();
+  stage t;
+  r.tree = trees::build_octree(points, trees::build_options{options.max_leaf, options.max_depth});
+  r.build_ms = t.elapsed_ms();
+  t.done(fmt::format("built octree: depth {}, {} nodes, {} leaves", r.tree.depth, grouped(r.tree.node_count()),
+                     grouped(static_cast<long long>(r.tree.leaves.size()))));
+  return r;
+}
+
+void stage::done(const std::string& what) const { spdlog::info("{} ({:.1f} ms)", what, elapsed_ms()); }
+
+void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw usage_error(path.string(), "directory does not exist");
+  if (std::filesystem::is_directory(path, ec)) throw usage_error(path.string(), "is a directory");
+  auto temp = path;
+  temp += fmt::format(".tmp.{}", ::getpid());
+  try {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out) throw usage_error(path.string(), fmt::format("cannot create file: {}", std::strerror(errno)));
+    write(out);
+    out.flush();
+    if (!out) throw usage_error(path.string(), "write failed (disk full?)");
+    out.close();
+    if (!out) throw usage_error(path.string(), "write failed while closing");
+    std::filesystem::rename(temp, path, ec);
+    if (ec) throw usage_error(path.string(), fmt::format("cannot rename the temporary file into place: {}", ec.message()));
+  } catch (...) {
+    std::filesystem::remove(temp, ec);
+    throw;
+  }
+}
+
+std::string grouped(long long value) {
+  auto digits = std::to_string(value < 0 ? -value : value);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return value < 0 ? "-" + out : out;
+}
+
+}  // namespace canopy::tool

@@ -1,0 +1,83 @@
+// Pieces every `canopy` subcommand shares: exit codes, loading points and trees (from a file or a
+// generator spec), stage timing for progress lines, and writing output files atomically.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <iosfwd>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "canopy/trees/octree.hpp"
+#include "canopy/trees/point.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace canopy::tool {
+
+/// Exit codes of every subcommand.
+enum exit_code : int {
+  exit_ok = 0,         ///< done (validate: within tolerance)
+  exit_mismatch = 1,   ///< validate: counts differ or an error is past the tolerance
+  exit_bad_input = 2,  ///< bad file, bad option or bad value; one line on stderr
+  exit_failed = 3,     ///< the run itself failed (backend error, timeout, queue overflow, out of memory)
+};
+
+/// Something wrong with what the user gave us (not with the program): one line, exit 2.
+/// what() is "<subject>: <problem>", like canopy::trees::input_error.
+class usage_error : public std::runtime_error {
+ public:
+  usage_error(const std::string& subject, const std::string& problem)
+      : std::runtime_error(subject + ": " + problem) {}
+};
+
+/// How trees are built from points (`--max-leaf`, `--max-depth`).
+struct tree_options {
+  int max_leaf = 32;
+  int max_depth = 21;
+};
+void add_tree_options(CLI::App& command, tree_options& options);
+
+/// The help text for a FILE argument (a points file or a generator spec).
+extern const char* const input_help;
+
+/// Reads points from FILE (`.csv` as CSV, anything else as Canopy binary) or, when `spec` starts
+/// with "gen:", generates them: `gen:DIST:N[:SEED]` or `gen:lattice:DEPTH:PER_LEAF[:SEED]`.
+std::vector<canopy::trees::point> load_points(const std::string& spec);
+
+/// load_points + build_octree, with a progress line per stage. A lattice spec builds the complete
+/// octree directly (build_complete_octree, points generated in place), ignoring `options`.
+struct loaded_tree {
+  canopy::trees::octree tree;
+  double load_ms = 0;     ///< reading or generating the points
+  double build_ms = 0;    ///< building the octree (for a lattice spec: generating it in place)
+  bool complete = false;  ///< built by build_complete_octree
+};
+loaded_tree load_tree(const std::string& spec, const tree_options& options);
+
+/// Times one stage of work and logs it at info level when it ends ("built octree: ... (12.3 ms)").
+/// Only completed stages are logged, so a failing command prints nothing but its error line.
+class stage {
+ public:
+  stage() : start_(std::chrono::steady_clock::now()) {}
+  double elapsed_ms() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+  }
+  void done(const std::string& what) const;
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
+/// Writes `path` through a temporary file in the same directory and a rename, so a failure
+/// leaves either the old file or none, never half of a new one.
+void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
+
+/// 1234567 -> "1,234,567" (counts in human-readable output).
+std::string grouped(long long value);
+
+}  // namespace canopy::tool

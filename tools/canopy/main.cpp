@@ -1,0 +1,113 @@
+// `canopy`: generate point sets, build octrees, run and validate the upward pass, export task graphs.
+//
+// Output contract: results on stdout; progress (one line per finished stage) and warnings on
+// stderr through spdlog; a failure prints exactly one line "canopy: error: <what>: <problem>" on
+// stderr (plus a --help hint for a bad command line) and exits with exit_code (common.hpp).
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "canopy/status.hpp"
+#include "canopy/trees/errors.hpp"
+#include "canopy/trees/threads.hpp"
+#include "commands.hpp"
+#include "common.hpp"
+
+namespace {
+
+using namespace canopy::tool;
+
+int fail(int code, const std::string& message) {
+  std::fputs(fmt::format("canopy: error: {}\n", message).c_str(), stderr);
+  return code;
+}
+
+// The full command name ("canopy validate") of the deepest subcommand that was being parsed.
+std::string command_path(const CLI::App& app) {
+  std::string path = app.get_name();
+  const CLI::App* at = &app;
+  for (;;) {
+    const auto subs = at->get_subcommands();
+    if (subs.empty()) return path;
+    at = subs.front();
+    path += " " + at->get_name();
+  }
+}
+
+void set_up_logging(const std::string& level) {
+  // Unbuffered stderr, no colour codes: the lines are read by people and by tests alike.
+  auto logger = spdlog::stderr_logger_st("canopy");
+  logger->set_pattern("canopy: %l: %v");
+  logger->set_level(spdlog::level::from_str(level));
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Canopy: GPU task scheduling for dependency-tree accumulation.\n"
+      "Generate point sets, build octrees, run the upward pass on a backend and check it against\n"
+      "the double-precision CPU reference.",
+      "canopy"};
+  app.footer(
+      "Exit codes: 0 done (validate: within tolerance), 1 validate: out of tolerance or counts differ,\n"
+      "            2 bad input or bad command line, 3 the run failed (backend error, timeout, ...).\n"
+      "Run 'canopy COMMAND --help' for a command's options.");
+  app.require_subcommand(1);
+  app.fallthrough();  // global options are accepted after the subcommand too
+
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "progress and diagnostics on stderr")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->envname("CANOPY_LOG_LEVEL")
+      ->capture_default_str();
+  unsigned host_threads = 0;
+  app.add_option("--host-threads", host_threads, "threads for generating and building on the host (0 = all cores)")
+      ->envname("CANOPY_HOST_THREADS")
+      ->capture_default_str();
+
+  std::vector<command> commands = {add_gen_command(app), add_build_command(app), add_accumulate_command(app),
+                                   add_validate_command(app), add_dot_command(app)};
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
+    fail(exit_bad_input, e.what());
+    std::fputs(fmt::format("Run '{} --help' for more information.\n", command_path(app)).c_str(), stderr);
+    return exit_bad_input;
+  }
+
+  set_up_logging(log_level);
+  canopy::trees::set_host_threads(host_threads);
+
+  try {
+    for (auto& [subcommand, run] : commands)
+      if (subcommand->parsed()) return run();
+    return fail(exit_bad_input, "no command given");
+  } catch (const usage_error& e) {
+    return fail(exit_bad_input, e.what());
+  } catch (const canopy::trees::input_error& e) {
+    return fail(exit_bad_input, e.what());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // I/O failures of the writers; name the file first, like every other message.
+    return fail(exit_bad_input, fmt::format("{}: {}", e.path1().string(), e.code().message()));
+  } catch (const canopy::error& e) {
+    return fail(e.code() == canopy::status::invalid_argument ? exit_bad_input : exit_failed, e.what());
+  } catch (const std::invalid_argument& e) {
+    return fail(exit_bad_input, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(exit_failed, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(exit_failed, e.what());
+  }
+}
