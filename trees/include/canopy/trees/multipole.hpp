@@ -1,0 +1,186 @@
+// Node payload of the octree upward pass and its two operations, P2M (points -> moments) and M2M
+// (merge two children's moments). Portable: plain arithmetic only, no std:: calls, so the same
+// code runs in kernels (T = float), in the CPU backend and in the double reference.
+//
+// Moments are the mass, the centre of mass, and the central second moments (the mass-weighted
+// scatter matrix about the centre of mass) m2 = sum m (x - com)(x - com)^T, stored as
+// xx, xy, xz, yy, yz, zz. They merge exactly under the parallel-axis shift (Chan, Golub & LeVeque
+// 1979, "pairwise" update): with d = com_b - com_a and M = Ma + Mb,
+//   com = com_a + (Mb / M) d,   m2 = m2_a + m2_b + (Ma Mb / M) d d^T.
+// The merge is associative and commutative (up to rounding) with identity multipole_identity():
+// count 0, mass 0, lo = +inf, hi = -inf.
+//
+// Massless points: a node whose total mass is 0 but which holds points takes the unweighted
+// centroid of its points as com and m2 = 0 (the weighted scatter of zero masses). Merging follows
+// the same rule (count-weighted when both masses are 0; a massless side otherwise does not move
+// the com), so p2m over a range equals any merge tree over its parts.
+#pragma once
+
+#include <canopy/config.hpp>
+#include <canopy/trees/point.hpp>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace canopy::trees {
+
+template <class T>
+struct multipole {
+  std::uint32_t count;  // number of points, exact
+  T mass;
+  T com[3];
+  T m2[6];  // central second moments about com: xx, xy, xz, yy, yz, zz
+  T lo[3];  // bounding box of the points (identity: +inf)
+  T hi[3];  //                              (identity: -inf)
+};
+
+static_assert(std::is_trivially_copyable_v<multipole<float>>);
+static_assert(std::is_trivially_copyable_v<multipole<double>>);
+
+namespace detail {
+// __builtin_huge_val is a constant in both g++ and nvcc (host and device code), where
+// std::numeric_limits<T>::infinity() would need --expt-relaxed-constexpr in device code.
+template <class T>
+CANOPY_HD constexpr T positive_infinity() {
+  if constexpr (sizeof(T) == sizeof(float)) {
+    return __builtin_huge_valf();
+  } else {
+    return __builtin_huge_val();
+  }
+}
+template <class T>
+CANOPY_HD constexpr T smaller(T a, T b) { return b < a ? b : a; }
+template <class T>
+CANOPY_HD constexpr T larger(T a, T b) { return a < b ? b : a; }
+}  // namespace detail
+
+template <class T>
+CANOPY_HD multipole<T> multipole_identity() {
+  multipole<T> r{};
+  r.count = 0;
+  r.mass = T(0);
+  for (int i = 0; i < 3; ++i) {
+    r.com[i] = T(0);
+    r.lo[i] = detail::positive_infinity<T>();
+    r.hi[i] = -detail::positive_infinity<T>();
+  }
+  for (int i = 0; i < 6; ++i) r.m2[i] = T(0);
+  return r;
+}
+
+// Moments of pts[0, n). Two passes: mass, weighted position sum and bounding box first, then the
+// second moments about the finished com. Summing (x - com)^2 instead of x^2 - com^2 avoids the
+// catastrophic cancellation of the one-pass formula, which in float loses all digits for a small
+// cell far from the origin.
+template <class T>
+CANOPY_HD multipole<T> p2m(const point* pts, std::int32_t n) {
+  multipole<T> r = multipole_identity<T>();
+  if (n <= 0) return r;
+  T mass = T(0), sx = T(0), sy = T(0), sz = T(0);
+  for (std::int32_t i = 0; i < n; ++i) {
+    const T x = T(pts[i].x), y = T(pts[i].y), z = T(pts[i].z), m = T(pts[i].m);
+    mass += m;
+    sx += m * x;
+    sy += m * y;
+    sz += m * z;
+    r.lo[0] = detail::smaller(r.lo[0], x);
+    r.lo[1] = detail::smaller(r.lo[1], y);
+    r.lo[2] = detail::smaller(r.lo[2], z);
+    r.hi[0] = detail::larger(r.hi[0], x);
+    r.hi[1] = detail::larger(r.hi[1], y);
+    r.hi[2] = detail::larger(r.hi[2], z);
+  }
+  r.count = static_cast<std::uint32_t>(n);
+  r.mass = mass;
+  if (mass > T(0)) {
+    r.com[0] = sx / mass;
+    r.com[1] = sy / mass;
+    r.com[2] = sz / mass;
+  } else {
+    // All massless: the unweighted centroid (see the header comment); m2 stays 0.
+    T cx = T(0), cy = T(0), cz = T(0);
+    for (std::int32_t i = 0; i < n; ++i) {
+      cx += T(pts[i].x);
+      cy += T(pts[i].y);
+      cz += T(pts[i].z);
+    }
+    r.com[0] = cx / T(n);
+    r.com[1] = cy / T(n);
+    r.com[2] = cz / T(n);
+    return r;
+  }
+  T xx = T(0), xy = T(0), xz = T(0), yy = T(0), yz = T(0), zz = T(0);
+  for (std::int32_t i = 0; i < n; ++i) {
+    const T m = T(pts[i].m);
+    const T dx = T(pts[i].x) - r.com[0], dy = T(pts[i].y) - r.com[1], dz = T(pts[i].z) - r.com[2];
+    xx += m * dx * dx;
+    xy += m * dx * dy;
+    xz += m * dx * dz;
+    yy += m * dy * dy;
+    yz += m * dy * dz;
+    zz += m * dz * dz;
+  }
+  r.m2[0] = xx;
+  r.m2[1] = xy;
+  r.m2[2] = xz;
+  r.m2[3] = yy;
+  r.m2[4] = yz;
+  r.m2[5] = zz;
+  return r;
+}
+
+// Moments of the union of two disjoint point sets.
+template <class T>
+CANOPY_HD multipole<T> m2m_merge(const multipole<T>& a, const multipole<T>& b) {
+  // The identity returns the other side bit for bit, so merging in an identity-initialised
+  // accumulator adds no rounding.
+  if (a.count == 0) return b;
+  if (b.count == 0) return a;
+  multipole<T> r;
+  r.count = a.count + b.count;
+  r.mass = a.mass + b.mass;
+  const T d[3] = {b.com[0] - a.com[0], b.com[1] - a.com[1], b.com[2] - a.com[2]};
+  // Weight of b in the new com, and the parallel-axis factor Ma Mb / M (0 when either is massless).
+  T wb, shift;
+  if (r.mass > T(0)) {
+    wb = b.mass / r.mass;
+    shift = a.mass * wb;
+  } else {
+    wb = T(b.count) / T(r.count);
+    shift = T(0);
+  }
+  for (int i = 0; i < 3; ++i) {
+    r.com[i] = a.com[i] + wb * d[i];
+    r.lo[i] = detail::smaller(a.lo[i], b.lo[i]);
+    r.hi[i] = detail::larger(a.hi[i], b.hi[i]);
+  }
+  r.m2[0] = a.m2[0] + b.m2[0] + shift * d[0] * d[0];
+  r.m2[1] = a.m2[1] + b.m2[1] + shift * d[0] * d[1];
+  r.m2[2] = a.m2[2] + b.m2[2] + shift * d[0] * d[2];
+  r.m2[3] = a.m2[3] + b.m2[3] + shift * d[1] * d[1];
+  r.m2[4] = a.m2[4] + b.m2[4] + shift * d[1] * d[2];
+  r.m2[5] = a.m2[5] + b.m2[5] + shift * d[2] * d[2];
+  return r;
+}
+
+// Traceless quadrupole about the com, Q = sum m (3 (x-com)(x-com)^T - |x-com|^2 I) = 3 m2 - tr(m2) I,
+// in the same order as m2 (xx, xy, xz, yy, yz, zz): what a Barnes-Hut / FMM kernel evaluates.
+template <class T>
+struct quadrupole {
+  T q[6];
+};
+
+template <class T>
+CANOPY_HD quadrupole<T> traceless_quadrupole(const multipole<T>& m) {
+  const T trace = m.m2[0] + m.m2[3] + m.m2[5];
+  quadrupole<T> r;
+  r.q[0] = T(3) * m.m2[0] - trace;
+  r.q[1] = T(3) * m.m2[1];
+  r.q[2] = T(3) * m.m2[2];
+  r.q[3] = T(3) * m.m2[3] - trace;
+  r.q[4] = T(3) * m.m2[4];
+  r.q[5] = T(3) * m.m2[5] - trace;
+  return r;
+}
+
+}  // namespace canopy::trees

@@ -1,0 +1,70 @@
+// Octrees in the scheduler's layout: structure of arrays, level-ordered (all nodes of level 0,
+// then level 1, ...), each level in Morton order, the children of a node contiguous. Complete and
+// adaptive trees share the layout, so the upward pass needs no case for either.
+#pragma once
+
+#include <canopy/trees/box.hpp>
+#include <canopy/trees/point.hpp>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace canopy::trees {
+
+// Deepest level an octree may have: the resolution of 63-bit Morton codes.
+inline constexpr int max_octree_depth = 21;
+
+struct octree {
+  int depth = 0;                              // deepest level (root is level 0)
+  std::vector<std::int32_t> level_offset;     // level L holds nodes [level_offset[L], level_offset[L+1]); depth + 2 entries
+  std::vector<std::int32_t> parent;           // -1 for the root
+  std::vector<std::int32_t> first_child;      // -1 for leaves; children are contiguous
+  std::vector<std::int32_t> child_count;      // 0 for leaves, else 1..8
+  std::vector<std::int32_t> point_begin;      // every node covers points[point_begin, +point_count)
+  std::vector<std::int32_t> point_count;
+  std::vector<std::uint8_t> level;
+  std::vector<box> bounds;                    // the node's cubic cell; the root's is the padded bounding cube
+  std::vector<std::int32_t> leaves;           // leaf ids in Morton (depth-first) order = increasing point_begin
+  std::vector<point> points;                  // input points sorted by Morton code
+
+  std::int32_t node_count() const { return static_cast<std::int32_t>(parent.size()); }
+  bool is_leaf(std::int32_t n) const { return child_count[static_cast<std::size_t>(n)] == 0; }
+};
+
+struct build_options {
+  int max_leaf = 32;   // a node with at most this many points is a leaf (>= 1)
+  int max_depth = 21;  // a node on this level is a leaf whatever its size (0..21)
+};
+
+// Adaptive octree of `points` (at most 2^31 - 1, all coordinates and masses finite).
+// The root cell is the bounding cube of the points: centred on their bounding box, edge = the
+// largest extent padded by 2^-16 relative (1.0 when all points coincide), so every point lies
+// strictly inside. Points are sorted by 63-bit Morton code (stable: equal codes keep input order);
+// nodes are split top-down; a node is a leaf when it holds <= max_leaf points or sits on level
+// max_depth (so coincident points end in one leaf on max_depth, possibly larger than max_leaf);
+// only non-empty children are created.
+// Empty input gives a tree with exactly one node: an empty leaf root (point_count 0) over the unit
+// cube, so node 0 is always the root and a scheduler always has a task that completes the pass.
+// Throws input_error for max_leaf < 1, max_depth outside [0, 21], too many points, or a
+// non-finite coordinate or mass.
+octree build_octree(std::span<const point> points, const build_options& options = {});
+
+// Complete octree of the unit cube: every node on levels < depth has 8 children, every leaf (on
+// level `depth`) per_leaf points, 8^depth * per_leaf points in all. The points are exactly
+// generate_lattice(depth, per_leaf, seed), generated in place in Morton order (no sort), and the
+// arrays filled in closed form, O(N) on host_threads() threads. Throws input_error for depth
+// outside [0, 21], per_leaf < 1, or more than 2^31 - 1 points.
+octree build_complete_octree(int depth, int per_leaf, std::uint64_t seed);
+
+// Checks the layout invariants; throws invariant_error naming the first offending node:
+// array sizes agree; level_offset starts {0, 1} (one root) and has non-empty levels up to depth
+// <= 21; level[n] matches; children of a level's nodes are the next level, contiguous, in order,
+// with parent links back; child ranges tile the parent's point range; only the root of an empty
+// tree is empty; leaves lists every leaf once, in Morton order, tiling all points (so each point is
+// in exactly one leaf); cells are cubes, each child cell is one octant of its parent's cell (in
+// increasing octant order), and each leaf cell contains its points (to 1e-9 of the root edge plus
+// 64 ulps of the coordinates' magnitude: the rounding of double cell bounds).
+void check_invariants(const octree& tree);
+
+}  // namespace canopy::trees

@@ -1,0 +1,237 @@
+#include <canopy/trees/errors.hpp>
+#include <canopy/trees/point_io.hpp>
+
+#include "atomic_file.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+namespace canopy::trees {
+
+// The binary records are the in-memory `point`s, read and written in one block. That is only the
+// documented little-endian IEEE-754 layout on such hosts, which every platform we build for is.
+static_assert(std::endian::native == std::endian::little, "point files are little-endian; add byte swapping");
+static_assert(std::numeric_limits<float>::is_iec559, "point files hold IEEE-754 float32");
+static_assert(sizeof(point) == 16 && alignof(point) == 16);
+
+namespace {
+
+constexpr std::size_t record_bytes = sizeof(point);
+
+std::string describe(float v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// The reason a point is rejected, or empty when it is valid.
+std::string point_problem(const point& p) {
+  static constexpr const char* names[] = {"x", "y", "z", "m"};
+  const float v[4] = {p.x, p.y, p.z, p.m};
+  for (int i = 0; i < 4; ++i) {
+    if (!std::isfinite(v[i])) {
+      return std::string(i < 3 ? "non-finite coordinate " : "non-finite mass ") + names[i] + " = " + describe(v[i]);
+    }
+  }
+  if (p.m < 0.0f) return "negative mass m = " + describe(p.m);
+  return {};
+}
+
+void validate_points(const std::filesystem::path& path, std::span<const point> points) {
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (std::string problem = point_problem(points[i]); !problem.empty()) {
+      throw input_error(path.string(), "point " + std::to_string(i) + ": " + problem);
+    }
+  }
+}
+
+std::ifstream open_for_reading(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  if (status.type() == std::filesystem::file_type::not_found) throw input_error(path.string(), "no such file");
+  if (ec) throw input_error(path.string(), "cannot open: " + ec.message());
+  if (status.type() != std::filesystem::file_type::regular) throw input_error(path.string(), "not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw input_error(path.string(), "cannot open for reading");
+  return in;
+}
+
+std::uint32_t load_u32(const unsigned char* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+std::uint64_t load_u64(const unsigned char* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+point_format format_of(const std::filesystem::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".csv" ? point_format::csv : point_format::binary;
+}
+
+std::vector<point> read_points(const std::filesystem::path& path) {
+  return format_of(path) == point_format::csv ? read_points_csv(path) : read_points_binary(path);
+}
+
+void write_points(const std::filesystem::path& path, std::span<const point> points) {
+  if (format_of(path) == point_format::csv) {
+    write_points_csv(path, points);
+  } else {
+    write_points_binary(path, points);
+  }
+}
+
+std::vector<point> read_points_binary(const std::filesystem::path& path) {
+  std::ifstream in = open_for_reading(path);
+  const std::uintmax_t size = std::filesystem::file_size(path);
+  const std::string file = path.string();
+  if (size < point_file_header_bytes) {
+    throw input_error(file, "truncated header: " + std::to_string(size) + " bytes, a point file needs at least " +
+                                std::to_string(point_file_header_bytes));
+  }
+  unsigned char header[point_file_header_bytes];
+  if (!in.read(reinterpret_cast<char*>(header), sizeof header)) throw input_error(file, "cannot read the header");
+  if (std::memcmp(header, point_file_magic, sizeof point_file_magic) != 0) {
+    throw input_error(file, "not a Canopy point file (magic is not \"CNPYPTS1\")");
+  }
+  if (const std::uint32_t version = load_u32(header + 8); version != point_file_version) {
+    throw input_error(file, "unsupported version " + std::to_string(version) + " (this build reads version " +
+                                std::to_string(point_file_version) + ")");
+  }
+  if (const std::uint32_t reserved = load_u32(header + 12); reserved != 0) {
+    throw input_error(file, "reserved header field is " + std::to_string(reserved) + ", must be 0");
+  }
+  const std::uint64_t count = load_u64(header + 16);
+  const std::uintmax_t data_bytes = size - point_file_header_bytes;
+  // Compare in the division's direction so that a huge count cannot overflow count * 16.
+  if (count > data_bytes / record_bytes) {
+    throw input_error(file, "truncated data: the header promises " + std::to_string(count) + " points (" +
+                                (count <= std::numeric_limits<std::uint64_t>::max() / record_bytes
+                                     ? std::to_string(count * record_bytes)
+                                     : std::string("more than 2^64")) +
+                                " bytes) but only " + std::to_string(data_bytes) + " bytes follow the header");
+  }
+  if (data_bytes != count * record_bytes) {
+    throw input_error(file, "count disagrees with file size: the header says " + std::to_string(count) +
+                                " points (" + std::to_string(count * record_bytes) + " bytes) but " +
+                                std::to_string(data_bytes) + " bytes follow the header");
+  }
+  std::vector<point> points(static_cast<std::size_t>(count));
+  if (!in.read(reinterpret_cast<char*>(points.data()), static_cast<std::streamsize>(count * record_bytes))) {
+    throw input_error(file, "read failed after " + std::to_string(in.gcount()) + " data bytes");
+  }
+  validate_points(path, points);
+  return points;
+}
+
+void write_points_binary(const std::filesystem::path& path, std::span<const point> points) {
+  validate_points(path, points);
+  detail::write_file_atomically(path, [&](std::ostream& out) {
+    unsigned char header[point_file_header_bytes] = {};
+    std::memcpy(header, point_file_magic, sizeof point_file_magic);
+    const std::uint32_t version = point_file_version;
+    const std::uint64_t count = points.size();
+    std::memcpy(header + 8, &version, sizeof version);
+    std::memcpy(header + 16, &count, sizeof count);
+    out.write(reinterpret_cast<const char*>(header), sizeof header);
+    out.write(reinterpret_cast<const char*>(points.data()), static_cast<std::streamsize>(points.size_bytes()));
+  });
+}
+
+std::vector<point> read_points_csv(const std::filesystem::path& path) {
+  std::ifstream in = open_for_reading(path);
+  const std::string file = path.string();
+  std::string line;
+  std::size_t line_number = 0;
+  std::vector<point> points;
+  bool header_seen = false;
+  while (std::getline(in, line)) {
+    ++line_number;
+    const std::string_view text = trim(line);
+    if (!header_seen) {
+      if (text != "x,y,z,m") {
+        throw input_error(file, "line " + std::to_string(line_number) + ": expected the header \"x,y,z,m\"");
+      }
+      header_seen = true;
+      continue;
+    }
+    if (text.empty()) continue;
+    float v[4];
+    std::string_view rest = text;
+    for (int field = 0; field < 4; ++field) {
+      const std::size_t comma = rest.find(',');
+      if ((comma == std::string_view::npos) != (field == 3)) {
+        throw input_error(file, "line " + std::to_string(line_number) +
+                                    ": expected 4 comma-separated numbers x,y,z,m, found " +
+                                    std::to_string(std::count(text.begin(), text.end(), ',') + 1) + " fields");
+      }
+      const std::string_view token = trim(rest.substr(0, comma));
+      // from_chars does not skip a leading '+'; accept it as people and other tools write it.
+      const std::string_view digits = token.starts_with('+') ? token.substr(1) : token;
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v[field]);
+      if (digits.empty() || ec == std::errc::invalid_argument || end != digits.data() + digits.size()) {
+        throw input_error(file, "line " + std::to_string(line_number) + ": field " + std::to_string(field + 1) +
+                                    " is not a number: '" + std::string(token) + "'");
+      }
+      if (ec == std::errc::result_out_of_range) {
+        throw input_error(file, "line " + std::to_string(line_number) + ": field " + std::to_string(field + 1) +
+                                    " is out of float32 range: '" + std::string(token) + "'");
+      }
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    const point p{v[0], v[1], v[2], v[3]};
+    if (std::string problem = point_problem(p); !problem.empty()) {
+      throw input_error(file, "line " + std::to_string(line_number) + ": " + problem);
+    }
+    points.push_back(p);
+  }
+  if (in.bad()) throw input_error(file, "read failed at line " + std::to_string(line_number + 1));
+  if (!header_seen) throw input_error(file, "empty file: expected the header \"x,y,z,m\"");
+  return points;
+}
+
+void write_points_csv(const std::filesystem::path& path, std::span<const point> points) {
+  validate_points(path, points);
+  detail::write_file_atomically(path, [&](std::ostream& out) {
+    std::string buffer = "x,y,z,m\n";
+    buffer.reserve(1 << 20);
+    char number[32];
+    for (const point& p : points) {
+      const float v[4] = {p.x, p.y, p.z, p.m};
+      for (int i = 0; i < 4; ++i) {
+        // Shortest representation that parses back to the same float: exact round trip.
+        const auto r = std::to_chars(number, number + sizeof number, v[i]);
+        buffer.append(number, r.ptr);
+        buffer.push_back(i < 3 ? ',' : '\n');
+      }
+      if (buffer.size() >= (1 << 20) - 256) {
+        out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+        buffer.clear();
+      }
+    }
+    out.write(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+  });
+}
+
+}  // namespace canopy::trees
