@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cuda/atomic>
+#include <cuda/std/type_traits>
 
 #include "canopy/config.hpp"
 
@@ -42,5 +43,8 @@ struct counting_ref {
 
 template <class Ref>
 counting_ref(Ref, unsigned long long*) -> counting_ref<Ref>;
+
+// Passed by value into kernels, like the refs it wraps.
+static_assert(cuda::std::is_trivially_copyable_v<counting_ref<cuda::atomic_ref<unsigned, cuda::thread_scope_device>>>);
 
 }  // namespace canopy::atomics
