@@ -37,7 +37,9 @@ struct keyed_index {
 void radix_sort(std::vector<keyed_index>& items, int key_bits) {
   const std::size_t n = items.size();
   if (n < 2) return;
-  const std::size_t parts = detail::threads_for(n, point_chunk);
+  // More parts than threads (each >= 2^17 items, at most 64) so that threads pick them up
+  // dynamically and a core busy with something else does not hold the pass back.
+  const std::size_t parts = std::clamp<std::size_t>(n >> 17, 1, 64);
   auto buffer = std::make_unique_for_overwrite<keyed_index[]>(n);
   keyed_index* src = items.data();
   keyed_index* dst = buffer.get();

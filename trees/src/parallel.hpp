@@ -51,11 +51,6 @@ void parallel_parts(std::size_t parts, Fn&& fn) {
   if (error) std::rethrow_exception(error);
 }
 
-// Threads worth starting for n items when each should get at least min_per_thread (>= 1).
-inline std::size_t threads_for(std::size_t n, std::size_t min_per_thread) {
-  return std::max<std::size_t>(1, std::min<std::size_t>(host_threads(), n / min_per_thread));
-}
-
 // Splits [0, n) into `parts` nearly equal ranges; part p is [range_begin(n, parts, p), range_begin(n, parts, p + 1)).
 inline std::size_t range_begin(std::size_t n, std::size_t parts, std::size_t p) {
   return n / parts * p + std::min(p, n % parts);
