@@ -91,6 +91,14 @@ void print_payload(const trees::multipole<T>& p) {
   fmt::print("  bbox      ({}, {}, {}) .. ({}, {}, {})\n", p.lo[0], p.lo[1], p.lo[2], p.hi[0], p.hi[1], p.hi[2]);
 }
 
+// "gpu on NVIDIA H100 ..., mode continuation": the mode once, whether or not the backend's device
+// description already names it.
+std::string backend_line(const backend_result& r, const backend_options& o) {
+  auto line = fmt::format("{} on {}", r.backend, r.device);
+  if (r.device.find("mode " + o.mode) == std::string::npos) line += ", mode " + o.mode;
+  return line;
+}
+
 std::string describe(const loaded_tree& t) {
   return fmt::format("{} nodes, depth {}, {} points", grouped(t.tree.node_count()), t.tree.depth,
                      grouped(static_cast<long long>(t.tree.points.size())));
@@ -127,8 +135,7 @@ int run_accumulate(const pass_options& o, const CLI::App& cmd) {
     fmt::print("{}\n", j.dump(2));
     return exit_ok;
   }
-  fmt::print("tree      {} ({})\nbackend   {} on {}, mode {}\nroot\n", o.file, describe(loaded), result.backend,
-             result.device, o.backend.mode);
+  fmt::print("tree      {} ({})\nbackend   {}\nroot\n", o.file, describe(loaded), backend_line(result, o.backend));
   print_payload(result.payloads.front());
   fmt::print("time      {:.1f} us (upward pass only)\n", result.elapsed_us);
   return exit_ok;
@@ -203,8 +210,8 @@ int run_validate(const pass_options& o, const CLI::App& cmd) {
   const auto cmp = trees::compare_payloads<float>(tree, result.payloads, reference);
   c.done("compared");
   return report(o, loaded, cmp,
-                fmt::format("{} backend on {} (float, mode {}, {:.1f} us) vs reference (double)", result.backend,
-                            result.device, o.backend.mode, result.elapsed_us),
+                fmt::format("{} (float, {:.1f} us) vs reference (double)", backend_line(result, o.backend),
+                            result.elapsed_us),
                 {{"backend", result.backend},
                  {"device", result.device},
                  {"mode", o.backend.mode},
