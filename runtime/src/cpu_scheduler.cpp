@@ -29,8 +29,11 @@ void cpu_scheduler::reset_state() {
   std::fill(global_slots_.begin(), global_slots_.end(), 0);
   std::fill(shared_headers_.begin(), shared_headers_.end(), ring_header::empty(shared_capacity_));
   std::fill(shared_slots_.begin(), shared_slots_.end(), 0);
-  *counters_ = detail::run_counters{0, no_task, 0, graph_.sink_count(), 0, workers_, {0, 0}, {0, 0}, 0, 0, nullptr, nullptr};
-  *report_ = detail::run_report{0, no_task, 0, 0};
+  *counters_ = detail::run_counters::initial(graph_.sink_count(), workers_);
+  // abort_requested is left alone: another thread may be setting it right now (request_abort is
+  // meant to be called concurrently); finish() clears it atomically once a run has ended.
+  report_->code = 0;
+  report_->task = no_task;
 }
 
 detail::scheduler_ref cpu_scheduler::make_ref() {
@@ -70,6 +73,7 @@ run_result cpu_scheduler::finish(std::chrono::steady_clock::duration) {
     r.message = "run aborted by the host";
   }
   if (!r.ok()) pending_ = graph_.dependency_count();  // a failed run leaves counters half-way
+  cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(report_->abort_requested).store(0, cuda::std::memory_order_relaxed);
   return r;
 }
 

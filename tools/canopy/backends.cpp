@@ -1,14 +1,74 @@
-// TEMPORARY stand-in until the scheduler work replaces this file with the real backends.
+// The scheduler backends behind `canopy accumulate` and `canopy validate`: option parsing shared by
+// both, the CPU backend, and dispatch to the GPU backend (backends_gpu.cu) when it is built.
 #include "backends.hpp"
 
+#include <chrono>
 #include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "backends_detail.hpp"
+#include "canopy/cpu_scheduler.hpp"
+#include "canopy/trees/upward_pass.hpp"
 
 namespace canopy::tool {
 
-bool gpu_available() { return false; }
+canopy::scheduler_options to_scheduler_options(const backend_options& o) {
+  canopy::scheduler_options s;
+  const auto m = canopy::parse_mode(o.mode);
+  if (!m) throw std::invalid_argument("unknown mode '" + o.mode + "' (mutex, fixed-queue, private-queues, all-threads, lockfree-tree, shared-queues, lockfree, continuation)");
+  const auto p = canopy::parse_push_policy(o.push_policy);
+  if (!p) throw std::invalid_argument("unknown push policy '" + o.push_policy + "' (round-robin, least-loaded, locality)");
+  if (o.blocks < 0) throw std::invalid_argument("--blocks must be >= 0");
+  if (o.queue_capacity < 0) throw std::invalid_argument("--queue-capacity must be >= 0");
+  if (!(o.deadline_ms > 0)) throw std::invalid_argument("--deadline-ms must be positive");
+  s.mode = *m;
+  s.policy = *p;
+  s.blocks = o.blocks;
+  s.threads_per_block = o.threads_per_block;
+  s.global_queue_capacity = o.queue_capacity;
+  s.deadline = std::chrono::milliseconds(static_cast<long long>(o.deadline_ms));
+  return s;
+}
 
-backend_result run_backend(const canopy::trees::octree&, const backend_options& options) {
-  throw std::runtime_error("backend '" + options.backend + "' is not built yet");
+void throw_if_failed(const canopy::run_result& r, const std::string& backend) {
+  if (!r.ok()) throw std::runtime_error(backend + " backend: " + std::string(canopy::to_string(r.code)) + ": " + r.message);
+}
+
+namespace {
+
+backend_result run_cpu(const canopy::trees::octree& tree, const backend_options& options) {
+  const auto opts = to_scheduler_options(options);
+  canopy::cpu_scheduler sched(canopy::trees::make_upward_graph(tree), opts);
+  backend_result out;
+  out.payloads.resize(static_cast<std::size_t>(tree.node_count()));
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = sched.run(canopy::trees::host_upward_ops<float>(tree, out.payloads.data()));
+  out.elapsed_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  throw_if_failed(r, "cpu");
+  out.backend = "cpu";
+  out.device = std::to_string(sched.worker_count()) + " CPU workers";
+  return out;
+}
+
+}  // namespace
+
+#if !CANOPY_HAVE_GPU
+bool gpu_available() { return false; }
+backend_result run_gpu(const canopy::trees::octree&, const backend_options&) {
+  throw std::runtime_error("gpu backend: this canopy was built without CUDA support (CANOPY_GPU=OFF)");
+}
+#endif
+
+backend_result run_backend(const canopy::trees::octree& tree, const backend_options& options) {
+  std::string backend = options.backend;
+  if (backend == "auto") backend = gpu_available() ? "gpu" : "cpu";
+  if (backend == "cpu") return run_cpu(tree, options);
+  if (backend == "gpu") {
+    if (!gpu_available()) throw std::runtime_error("gpu backend: no CUDA device is available (use --backend cpu)");
+    return run_gpu(tree, options);
+  }
+  throw std::invalid_argument("unknown backend '" + options.backend + "' (reference, cpu, gpu, auto)");
 }
 
 }  // namespace canopy::tool

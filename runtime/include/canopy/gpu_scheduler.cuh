@@ -247,7 +247,7 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid) const {
 }
 
 inline void gpu_scheduler::reset_state(int grid, bool full, cudaStream_t stream) {
-  const detail::run_counters c{0, no_task, 0, graph_.sink_count(), 0, grid, {0, 0}, {0, 0}, 0, 0, nullptr, nullptr};
+  const auto c = detail::run_counters::initial(graph_.sink_count(), grid);
   detail::cuda_check(cudaMemcpyAsync(counters_, &c, sizeof c, cudaMemcpyHostToDevice, stream), "reset counters");
   if (full) {
     const ring_header g = ring_header::empty(global_capacity_);
@@ -339,7 +339,7 @@ inline run_result gpu_scheduler::finish(int grid, cudaStream_t stream) {
     std::vector<std::int32_t> pending(graph_.dependency_count().size());
     detail::cuda_check(cudaMemcpy(pending.data(), pending_, pending.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost),
                        "read counters");
-    detail::run_counters c{};
+    detail::run_counters c = detail::run_counters::initial(0, 0);
     detail::cuda_check(cudaMemcpy(&c, counters_, sizeof c, cudaMemcpyDeviceToHost), "read counters");
     r.task = graph_.find_stuck_task(pending);
     r.message = "deadline of " + std::to_string(options_.deadline.count()) + " ms passed; task " + std::to_string(r.task) +

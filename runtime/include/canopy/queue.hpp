@@ -21,16 +21,21 @@
 namespace canopy {
 
 /// Shared state of a ring_ref. Initialise with ring_header::empty(capacity) and slots to 0.
-struct ring_header {
-  std::uint64_t head;   // next ticket to pop
-  std::uint64_t tail;   // next ticket to push
-  std::int32_t items;   // published items not yet reserved by a consumer
-  std::int32_t space;   // free slots not yet reserved by a producer
+/// Consumers poll `items`; it has a line of its own so that polling does not slow producers.
+struct alignas(128) ring_header {
+  alignas(128) std::int32_t items;  // published items not yet reserved by a consumer
   std::int32_t capacity;
-  std::int32_t pad;
+  alignas(128) std::uint64_t head;  // next ticket to pop
+  std::uint64_t tail;               // next ticket to push
+  std::int32_t space;               // free slots not yet reserved by a producer
 
   static constexpr ring_header empty(std::int32_t capacity) {
-    return ring_header{0, 0, 0, capacity, capacity, 0};
+    ring_header h{};
+    h.items = 0;
+    h.capacity = capacity;
+    h.head = h.tail = 0;
+    h.space = capacity;
+    return h;
   }
 };
 

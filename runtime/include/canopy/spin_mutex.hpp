@@ -1,10 +1,12 @@
-// A fair spin mutex (ticket lock) over memory the caller owns (device memory, shared memory or
-// host). Used only by the modes that reproduce the seed's locked designs.
+// A spin mutex over memory the caller owns (device memory, shared memory or host). Used only by the
+// modes that reproduce the seed's locked designs. On the GPU, one lane per warp takes it (the
+// seed's warp master), so lanes of one warp never spin against each other.
 //
-// Why a ticket lock: with a thousand blocks spinning on one test-and-set word, the GPU's memory
-// system lets some SMs win again and again; we saw a block starved for the whole 20 s deadline on
-// an H100. Tickets serve waiters in arrival order, so a locked mode is slow, as in the seed, but
-// never stuck. On the GPU, one lane per warp takes it (the seed's warp master).
+// Test-and-test-and-set with backoff: waiters spin on a plain load and try the exchange only when
+// the word looks free, so a crowd of waiters does not keep the line busy with read-modify-writes.
+// (A ticket lock is fair, but forces every waiter through the critical section in turn: with
+// thousands of warp masters queued for a one-task queue that cost milliseconds per task.) The
+// queues that use it also look before they lock, so idle workers never take it.
 #pragma once
 
 #include <cuda/atomic>
@@ -15,27 +17,21 @@
 
 namespace canopy {
 
-struct ticket_lock {
-  std::uint32_t next;     // next ticket to hand out
-  std::uint32_t serving;  // ticket allowed in
-};
-
 template <cuda::thread_scope Scope>
 struct spin_mutex_ref {
-  ticket_lock* word;
+  int* word;
 
   CANOPY_HD void lock() const {
-    const std::uint32_t mine =
-        cuda::atomic_ref<std::uint32_t, Scope>(word->next).fetch_add(1, cuda::std::memory_order_relaxed);
-    cuda::atomic_ref<std::uint32_t, Scope> serving(word->serving);
+    cuda::atomic_ref<int, Scope> w(*word);
     detail::backoff b;
-    // acquire: everything the previous holder wrote before unlock() is visible to us.
-    while (serving.load(cuda::std::memory_order_acquire) != mine) b.pause();
+    for (;;) {
+      // acquire: everything the previous holder wrote before unlock() is visible to us.
+      if (w.load(cuda::std::memory_order_relaxed) == 0 && w.exchange(1, cuda::std::memory_order_acquire) == 0) return;
+      b.pause();
+    }
   }
   CANOPY_HD void unlock() const {
-    cuda::atomic_ref<std::uint32_t, Scope> serving(word->serving);
-    // Only the holder writes `serving`, so load + store is enough; release publishes the section.
-    serving.store(serving.load(cuda::std::memory_order_relaxed) + 1, cuda::std::memory_order_release);
+    cuda::atomic_ref<int, Scope>(*word).store(0, cuda::std::memory_order_release);  // publish the section
   }
 };
 

@@ -12,10 +12,11 @@ namespace canopy::detail {
 
 struct backoff {
   unsigned ns = 32;
+  unsigned max_ns = 1024;
   CANOPY_HD void pause() {
 #if CANOPY_DEVICE_CODE
     __nanosleep(ns);
-    if (ns < 1024) ns *= 2;
+    if (ns < max_ns) ns *= 2;
 #else
     std::this_thread::yield();
 #endif

@@ -78,15 +78,13 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
   for (;;) {
     if (tid == 0) {
       int n = 0;
-      backoff idle;
+      backoff idle{64, 2048};
       for (unsigned polls = 0;; ++polls) {
         if (should_stop<device_scope>(r)) { n = -1; break; }
         n = fetch_batch<device_scope, M>(r, worker, &priv, batch, static_cast<int>(blockDim.x));
         if (n > 0) break;
-        if ((polls & 31) == 31) {
-          if (global_timer_ns() > deadline) { fail<device_scope>(r, status::timeout, no_task); n = -1; break; }
-          if (abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); n = -1; break; }
-        }
+        if ((polls & 15) == 15 && global_timer_ns() > deadline) { fail<device_scope>(r, status::timeout, no_task); n = -1; break; }
+        if ((polls & 255) == 255 && abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); n = -1; break; }
         idle.pause();
       }
       s_batch_size = n;
@@ -135,8 +133,7 @@ template <class Ops, mode M>
 __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
   constexpr mode_traits T = traits_of(M);
   extern __shared__ task_id shared_tasks[];
-  __shared__ int s_stop, s_private_head, s_private_count;
-  __shared__ ticket_lock s_private_mutex;
+  __shared__ int s_stop, s_private_mutex, s_private_head, s_private_count;
   const int tid = static_cast<int>(threadIdx.x);
   const bool master = (tid % 32) == 0;
   const std::uint64_t deadline = global_timer_ns() + r.budget_ns;
@@ -150,10 +147,7 @@ __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
     s_private_count = priv.count;
     return k;
   };
-  if (tid == 0) {
-    s_stop = s_private_head = s_private_count = 0;
-    s_private_mutex = ticket_lock{0, 0};
-  }
+  if (tid == 0) s_stop = s_private_mutex = s_private_head = s_private_count = 0;
   __syncthreads();
 
   if constexpr (T.linked_list_queue) {
@@ -169,9 +163,14 @@ __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
     }
   }
 
+  // While the block is idle only warp 0's master polls, and the block sleeps between polls: on an
+  // H100 thousands of warp masters polling the queue's line starved the one holding the mutex
+  // for hundreds of milliseconds.
+  backoff idle{64, 8192};
+  bool block_idle = false;
   for (unsigned round = 0;; ++round) {
     task_id t = no_task;
-    if (master && !should_stop<device_scope>(r)) {  // 1. fetch
+    if (master && (!block_idle || tid == 0) && !should_stop<device_scope>(r)) {  // 1. fetch
       if constexpr (T.linked_list_queue) {
         list_pop<device_scope>(r, t);
       } else {
@@ -180,12 +179,14 @@ __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
         if (got == 0) got = claim_sources<device_scope>(r, &t, 1);
         if (got == 0) got = locked_pop<device_scope>(r, &t, 1);
       }
-      if (t == no_task && (round & 31) == 31) {
-        if (global_timer_ns() > deadline) fail<device_scope>(r, status::timeout, no_task);
-        else if (abort_requested(r)) fail<device_scope>(r, status::aborted, no_task);
-      }
+      if (t == no_task && (round & 15) == 15 && global_timer_ns() > deadline) fail<device_scope>(r, status::timeout, no_task);
+      if (t == no_task && (round & 255) == 255 && abort_requested(r)) fail<device_scope>(r, status::aborted, no_task);
     }
-    __syncthreads();                            // 2.
+    // 2. A block whose warp masters all came back empty sleeps before polling again, so that
+    // thousands of idle warp masters do not flood the queue's line while others work.
+    block_idle = !__syncthreads_or(t != no_task);
+    if (block_idle) idle.pause();
+    else idle = backoff{64, 8192};
     if (master && t != no_task) ops(t);         // 3. execute
     __syncthreads();                            // 4.
     if (master && t != no_task) {               // 5. resolve and push

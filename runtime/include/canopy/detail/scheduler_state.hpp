@@ -30,20 +30,31 @@ struct list_node {
 };
 
 /// Per-run counters in device (or host) memory. The last worker to leave a run resets them, so
-/// consecutive runs need no memset.
-struct run_counters {
-  std::int32_t code;            // canopy::status of the run, first failure wins
-  task_id failed_task;          // the task the failure concerns
-  std::uint32_t source_cursor;  // next index into graph.sources to claim
-  std::int32_t sinks_left;      // the run is complete when this reaches zero
-  std::int32_t stop;            // set once complete or failed: every worker leaves
-  std::int32_t workers_left;    // workers still inside the run
-  ticket_lock tree_mutex;       // locked modes: guards every dependency counter
-  ticket_lock queue_mutex;      // locked modes: guards the global queue
-  std::int32_t locked_head;     // fixed-queue .. shared-queues: the mutex-guarded global ring
-  std::int32_t locked_count;
-  list_node* list_head;         // mutex mode
+/// consecutive runs need no memset. Words that idle workers poll (`stop`, the source cursor, the
+/// locked queue's count, the list head) each sit on their own 128-byte line: on an H100 a
+/// thousand blocks polling one line slowed every other access to it, and to its L2 slice, by
+/// orders of magnitude.
+struct alignas(128) run_counters {
+  alignas(128) std::int32_t stop;            // set once complete or failed: every worker leaves
+  alignas(128) std::uint32_t source_cursor;  // next index into graph.sources to claim
+  alignas(128) std::int32_t sinks_left;      // the run is complete when this reaches zero
+  std::int32_t workers_left;                 // workers still inside the run
+  std::int32_t code;                         // canopy::status of the run, first failure wins
+  task_id failed_task;                       // the task the failure concerns
+  alignas(128) int tree_mutex;               // locked modes: guards every dependency counter
+  alignas(128) int queue_mutex;              // locked modes: guards the global queue
+  std::int32_t locked_head;                  // fixed-queue .. shared-queues: the mutex-guarded global ring
+  alignas(128) std::int32_t locked_count;
+  alignas(128) list_node* list_head;         // mutex mode
   list_node* list_tail;
+
+  static run_counters initial(std::int32_t sinks, std::int32_t workers) {
+    run_counters c{};
+    c.sinks_left = sinks;
+    c.workers_left = workers;
+    c.failed_task = no_task;
+    return c;
+  }
 };
 
 /// Result a run leaves for the host (mapped pinned memory on the GPU, so reading it after the

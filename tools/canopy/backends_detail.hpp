@@ -1,0 +1,16 @@
+// Shared between backends.cpp and backends_gpu.cu.
+#pragma once
+
+#include <string>
+
+#include "backends.hpp"
+#include "canopy/scheduler_options.hpp"
+#include "canopy/status.hpp"
+
+namespace canopy::tool {
+
+canopy::scheduler_options to_scheduler_options(const backend_options& o);
+void throw_if_failed(const canopy::run_result& r, const std::string& backend);
+backend_result run_gpu(const canopy::trees::octree& tree, const backend_options& options);
+
+}  // namespace canopy::tool
