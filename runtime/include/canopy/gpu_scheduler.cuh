@@ -129,6 +129,7 @@ class gpu_scheduler {
   detail::run_report* report_device_ = nullptr;
   int last_grid_ = -1;
   bool need_full_reset_ = false;
+  mutable std::vector<std::pair<const void*, int>> occupancy_cache_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -203,6 +204,7 @@ inline gpu_scheduler& gpu_scheduler::operator=(gpu_scheduler&& o) noexcept {
   report_device_ = std::exchange(o.report_device_, nullptr);
   last_grid_ = o.last_grid_;
   need_full_reset_ = o.need_full_reset_;
+  occupancy_cache_ = std::move(o.occupancy_cache_);
   return *this;
 }
 
@@ -267,6 +269,9 @@ inline void gpu_scheduler::reset_state(int grid, bool full, cudaStream_t stream)
 template <class Ops>
 int gpu_scheduler::max_blocks(canopy::mode m) const {
   const void* kernel = detail::kernel_for<Ops>(m);
+  // The occupancy query costs microseconds: answer repeated runs of the same kernel from a cache.
+  for (const auto& [k, blocks] : occupancy_cache_)
+    if (k == kernel) return blocks;
   const std::size_t smem = detail::kernel_shared_bytes(options_.threads_per_block, private_capacity_);
   if (smem > 48 * 1024)
     detail::cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
@@ -274,7 +279,9 @@ int gpu_scheduler::max_blocks(canopy::mode m) const {
   int per_sm = 0;
   detail::cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, options_.threads_per_block, smem),
                      "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  return std::min(per_sm * sm_count_, max_workers_);
+  const int blocks = std::min(per_sm * sm_count_, max_workers_);
+  occupancy_cache_.emplace_back(kernel, blocks);
+  return blocks;
 }
 
 template <class Ops>
