@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "canopy/gpu_scheduler.cuh"
+#include "gpu_test.hpp"
 #include "scheduler_test_graphs.hpp"
 
 namespace {
@@ -14,19 +15,8 @@ namespace {
 using canopy::mode;
 using canopy::task_id;
 
-#define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x
-
-class GpuTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!canopy::gpu_available()) GTEST_SKIP() << "no CUDA device";
-  }
-  void TearDown() override {
-    if (!canopy::gpu_available()) return;
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  }
-};
+// The shared fixture skips without a device and checks for asynchronous errors in TearDown.
+using GpuTest = canopy::test::gpu_test;
 
 // value[t] = 1 + sum of value over predecessors; runs[t] counts executions.
 struct sum_ops {
@@ -42,39 +32,22 @@ struct sum_ops {
   }
 };
 
-template <class T>
-struct device_vec {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit device_vec(std::size_t count) : n(count) { cudaMalloc(&p, std::max<std::size_t>(1, n) * sizeof(T)); }
-  explicit device_vec(const std::vector<T>& h) : device_vec(h.size()) {
-    cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice);
-  }
-  ~device_vec() { cudaFree(p); }
-  std::vector<T> get() const {
-    std::vector<T> h(n);
-    cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost);
-    return h;
-  }
-  void fill_bytes(int b) { cudaMemset(p, b, std::max<std::size_t>(1, n) * sizeof(T)); }
-};
-
 struct oracle_run {
   const canopy::task_graph& g;
-  device_vec<std::int32_t> pred_offsets{g.pred_offsets()};
-  device_vec<task_id> preds{g.predecessors()};
-  device_vec<long long> value{static_cast<std::size_t>(g.task_count())};
-  device_vec<int> runs{static_cast<std::size_t>(g.task_count())};
+  canopy::test::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
+  canopy::test::device_buffer<task_id> preds{g.predecessors()};
+  canopy::test::device_buffer<long long> value{static_cast<std::size_t>(g.task_count())};
+  canopy::test::device_buffer<int> runs{static_cast<std::size_t>(g.task_count())};
   explicit oracle_run(const canopy::task_graph& graph) : g(graph) {}
   canopy::run_result run(canopy::gpu_scheduler& s) {
-    value.fill_bytes(0xff);  // poison: an unwritten task shows as -1
-    runs.fill_bytes(0);
-    return s.run(sum_ops{pred_offsets.p, preds.p, value.p, runs.p});
+    value.upload(std::vector<long long>(value.size(), -1));  // poison: an unwritten task shows as -1
+    runs.fill_zero();
+    return s.run(sum_ops{pred_offsets.data(), preds.data(), value.data(), runs.data()});
   }
   void expect_exact(const std::string& what) {
     const auto expect = canopy::testing::serial_values(g);
-    const auto v = value.get();
-    const auto r = runs.get();
+    const auto v = value.download();
+    const auto r = runs.download();
     for (task_id t = 0; t < g.task_count(); ++t) {
       ASSERT_EQ(r[t], 1) << what << ": task " << t << " ran " << r[t] << " times";
       ASSERT_EQ(v[t], expect[t]) << what << ": task " << t;
@@ -110,7 +83,7 @@ TEST_P(GpuSchedulerModes, TreesAndDagsOnEveryGridShape) {
         const std::string what = std::string(canopy::to_string(m)) + " n=" + std::to_string(g.task_count()) +
                                  " blocks=" + std::to_string(blocks) + " rep=" + std::to_string(rep);
         if (!r.ok()) {
-          const auto runs = o.runs.get();
+          const auto runs = o.runs.download();
           long long ran = 0;
           for (int x : runs) ran += x;
           FAIL() << what << ": " << canopy::to_string(r.code) << ": " << r.message << "; tasks run: " << ran;
