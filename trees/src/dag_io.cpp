@@ -1,0 +1,140 @@
+#include <canopy/trees/dag_io.hpp>
+#include <canopy/trees/errors.hpp>
+#include <canopy/trees/task_graph.hpp>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/graphviz.hpp>
+#include <boost/property_map/dynamic_property_map.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <new>
+#include <numeric>
+#include <sstream>
+
+namespace canopy::trees {
+
+namespace {
+
+struct dot_vertex {
+  std::string name;
+  std::string weight;
+};
+// vecS edges: parallel edges are kept, so a duplicate dependency reaches us and is reported
+// instead of being merged away.
+using dot_graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, dot_vertex>;
+
+// Boost's messages may span lines (the parser quotes the offending token); the tool prints one.
+std::string one_line(std::string s) {
+  std::replace_if(s.begin(), s.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  return s;
+}
+
+bool is_decimal_id(const std::string& s) {
+  // 18 digits always fit in int64; longer numeric names are ordered as names.
+  return !s.empty() && s.size() <= 18 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::int64_t parse_weight(const std::string& text, const std::string& node, const std::string& source) {
+  if (text.empty()) return 0;
+  std::int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [at, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc{} || at != end)
+    throw input_error(source, "node '" + node + "': weight '" + text + "' is not a 64-bit integer");
+  return value;
+}
+
+std::string cycle_text(const std::vector<std::size_t>& cycle, const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::size_t t : cycle) s += names[t] + " -> ";
+  return s + names[cycle.front()];
+}
+
+}  // namespace
+
+dot_dag parse_dag_dot(std::string_view text, const std::string& source) {
+  dot_graph g;
+  boost::dynamic_properties dp(boost::ignore_other_properties);
+  dp.property("node_id", boost::get(&dot_vertex::name, g));
+  dp.property("weight", boost::get(&dot_vertex::weight, g));
+  try {
+    if (!boost::read_graphviz(std::string(text), g, dp, "node_id"))
+      throw input_error(source, "not a Graphviz DOT graph");
+  } catch (const boost::undirected_graph_error&) {
+    throw input_error(source, "an undirected graph; a dependency DAG is a 'digraph' (edges a -> b: b depends on a)");
+  } catch (const boost::graph_exception& e) {
+    throw input_error(source, "malformed DOT: " + one_line(e.what()));
+  }
+
+  const std::size_t n = boost::num_vertices(g);
+  if (n > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+    throw input_error(source, "more than 2^31-1 nodes");
+  // Boost numbers vertices by name (its parser keeps them in a std::map); numeric names are
+  // re-ordered by value so that a file naming its nodes 0..n-1 keeps those ids.
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  const bool numeric = std::all_of(order.begin(), order.end(), [&](std::size_t v) { return is_decimal_id(g[v].name); });
+  if (numeric)
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return std::stoll(g[a].name) < std::stoll(g[b].name);
+    });
+  std::vector<task_id> id_of(n);
+  dot_dag out;
+  out.names.resize(n);
+  out.weights.resize(n);
+  for (std::size_t t = 0; t < n; ++t) {
+    const auto& v = g[order[t]];
+    id_of[order[t]] = static_cast<task_id>(t);
+    out.names[t] = v.name;
+    out.weights[t] = parse_weight(v.weight, v.name, source);
+  }
+
+  std::vector<std::pair<task_id, task_id>> edges;
+  edges.reserve(boost::num_edges(g));
+  task_graph check(n);  // the Boost.Graph view validate_task_graph searches for cycles
+  for (const auto e : boost::make_iterator_range(boost::edges(g))) {
+    const task_id from = id_of[boost::source(e, g)], to = id_of[boost::target(e, g)];
+    edges.emplace_back(from, to);
+    boost::add_edge(static_cast<std::size_t>(from), static_cast<std::size_t>(to), check);
+  }
+  try {
+    validate_task_graph(check, graph_shape::dag);
+  } catch (const graph_error& e) {
+    throw graph_error(e.problem(), e.nodes(), "cycle " + cycle_text(e.nodes(), out.names) + " in " + source);
+  }
+  std::vector<std::pair<task_id, task_id>> sorted = edges;
+  std::sort(sorted.begin(), sorted.end());
+  if (const auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end())
+    throw input_error(source, "duplicate edge " + out.names[static_cast<std::size_t>(dup->first)] + " -> " +
+                                  out.names[static_cast<std::size_t>(dup->second)]);
+  out.graph = canopy::task_graph::from_edges(static_cast<std::int32_t>(n), edges);
+  return out;
+}
+
+dot_dag load_dag_dot(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw input_error(path.string(), "is a directory, not a DOT file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw input_error(path.string(), std::string("cannot open: ") + std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw input_error(path.string(), "read failed");
+  return parse_dag_dot(text, path.string());
+}
+
+canopy::task_graph read_dag_dot(std::string_view text) { return parse_dag_dot(text).graph; }
+
+canopy::task_graph read_dag_dot(std::istream& in) {
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw input_error("DOT input", "read failed");
+  return parse_dag_dot(text).graph;
+}
+
+canopy::task_graph read_dag_dot_file(const std::filesystem::path& path) { return load_dag_dot(path).graph; }
+
+}  // namespace canopy::trees
