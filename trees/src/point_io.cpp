@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 namespace canopy::trees {
 
@@ -46,10 +47,10 @@ std::string point_problem(const point& p) {
   return {};
 }
 
-void validate_points(const std::filesystem::path& path, std::span<const point> points) {
+void validate_points(const std::string& source, std::span<const point> points) {
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (std::string problem = point_problem(points[i]); !problem.empty()) {
-      throw input_error(path.string(), "point " + std::to_string(i) + ": " + problem);
+      throw input_error(source, "point " + std::to_string(i) + ": " + problem);
     }
   }
 }
@@ -82,36 +83,9 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-}  // namespace
-
-point_format format_of(const std::filesystem::path& path) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".csv" ? point_format::csv : point_format::binary;
-}
-
-std::vector<point> read_points(const std::filesystem::path& path) {
-  return format_of(path) == point_format::csv ? read_points_csv(path) : read_points_binary(path);
-}
-
-void write_points(const std::filesystem::path& path, std::span<const point> points) {
-  if (format_of(path) == point_format::csv) {
-    write_points_csv(path, points);
-  } else {
-    write_points_binary(path, points);
-  }
-}
-
-std::vector<point> read_points_binary(const std::filesystem::path& path) {
-  std::ifstream in = open_for_reading(path);
-  const std::uintmax_t size = std::filesystem::file_size(path);
-  const std::string file = path.string();
-  if (size < point_file_header_bytes) {
-    throw input_error(file, "truncated header: " + std::to_string(size) + " bytes, a point file needs at least " +
-                                std::to_string(point_file_header_bytes));
-  }
-  unsigned char header[point_file_header_bytes];
-  if (!in.read(reinterpret_cast<char*>(header), sizeof header)) throw input_error(file, "cannot read the header");
+// Checks a binary header (the first point_file_header_bytes of a file of `size` bytes) and
+// returns the point count it promises, which then fits exactly in the rest of the file.
+std::uint64_t checked_count(const unsigned char* header, std::uintmax_t size, const std::string& file) {
   if (std::memcmp(header, point_file_magic, sizeof point_file_magic) != 0) {
     throw input_error(file, "not a Canopy point file (magic is not \"CNPYPTS1\")");
   }
@@ -137,16 +111,126 @@ std::vector<point> read_points_binary(const std::filesystem::path& path) {
                                 " points (" + std::to_string(count * record_bytes) + " bytes) but " +
                                 std::to_string(data_bytes) + " bytes follow the header");
   }
+  return count;
+}
+
+void check_header_size(std::uintmax_t size, const std::string& file) {
+  if (size < point_file_header_bytes) {
+    throw input_error(file, "truncated header: " + std::to_string(size) + " bytes, a point file needs at least " +
+                                std::to_string(point_file_header_bytes));
+  }
+}
+
+// The CSV grammar, one line at a time, shared by the file and the in-memory readers.
+class csv_reader {
+ public:
+  explicit csv_reader(std::string file) : file_(std::move(file)) {}
+
+  void line(std::string_view raw) {
+    ++line_number_;
+    const std::string_view text = trim(raw);
+    if (!header_seen_) {
+      if (text != "x,y,z,m") {
+        throw input_error(file_, "line " + std::to_string(line_number_) + ": expected the header \"x,y,z,m\"");
+      }
+      header_seen_ = true;
+      return;
+    }
+    if (text.empty()) return;
+    float v[4];
+    std::string_view rest = text;
+    for (int field = 0; field < 4; ++field) {
+      const std::size_t comma = rest.find(',');
+      if ((comma == std::string_view::npos) != (field == 3)) {
+        throw input_error(file_, "line " + std::to_string(line_number_) +
+                                     ": expected 4 comma-separated numbers x,y,z,m, found " +
+                                     std::to_string(std::count(text.begin(), text.end(), ',') + 1) + " fields");
+      }
+      const std::string_view token = trim(rest.substr(0, comma));
+      // from_chars does not skip a leading '+'; accept it as people and other tools write it.
+      const std::string_view digits = token.starts_with('+') ? token.substr(1) : token;
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v[field]);
+      if (digits.empty() || ec == std::errc::invalid_argument || end != digits.data() + digits.size()) {
+        throw input_error(file_, "line " + std::to_string(line_number_) + ": field " + std::to_string(field + 1) +
+                                     " is not a number: '" + std::string(token) + "'");
+      }
+      if (ec == std::errc::result_out_of_range) {
+        throw input_error(file_, "line " + std::to_string(line_number_) + ": field " + std::to_string(field + 1) +
+                                     " is out of float32 range: '" + std::string(token) + "'");
+      }
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    const point p{v[0], v[1], v[2], v[3]};
+    if (std::string problem = point_problem(p); !problem.empty()) {
+      throw input_error(file_, "line " + std::to_string(line_number_) + ": " + problem);
+    }
+    points_.push_back(p);
+  }
+
+  std::size_t line_number() const { return line_number_; }
+  const std::string& file() const { return file_; }
+
+  std::vector<point> finish() {
+    if (!header_seen_) throw input_error(file_, "empty file: expected the header \"x,y,z,m\"");
+    return std::move(points_);
+  }
+
+ private:
+  std::string file_;
+  std::size_t line_number_ = 0;
+  bool header_seen_ = false;
+  std::vector<point> points_;
+};
+
+}  // namespace
+
+point_format format_of(const std::filesystem::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  return ext == ".csv" ? point_format::csv : point_format::binary;
+}
+
+std::vector<point> read_points(const std::filesystem::path& path) {
+  return format_of(path) == point_format::csv ? read_points_csv(path) : read_points_binary(path);
+}
+
+void write_points(const std::filesystem::path& path, std::span<const point> points) {
+  if (format_of(path) == point_format::csv) {
+    write_points_csv(path, points);
+  } else {
+    write_points_binary(path, points);
+  }
+}
+
+std::vector<point> read_points_binary(const std::filesystem::path& path) {
+  std::ifstream in = open_for_reading(path);
+  const std::uintmax_t size = std::filesystem::file_size(path);
+  const std::string file = path.string();
+  check_header_size(size, file);
+  unsigned char header[point_file_header_bytes];
+  if (!in.read(reinterpret_cast<char*>(header), sizeof header)) throw input_error(file, "cannot read the header");
+  const std::uint64_t count = checked_count(header, size, file);
   std::vector<point> points(static_cast<std::size_t>(count));
   if (!in.read(reinterpret_cast<char*>(points.data()), static_cast<std::streamsize>(count * record_bytes))) {
     throw input_error(file, "read failed after " + std::to_string(in.gcount()) + " data bytes");
   }
-  validate_points(path, points);
+  validate_points(file, points);
+  return points;
+}
+
+std::vector<point> parse_points_binary(std::span<const std::byte> bytes, std::string_view source) {
+  const std::string file(source);
+  check_header_size(bytes.size(), file);
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+  const std::uint64_t count = checked_count(data, bytes.size(), file);
+  std::vector<point> points(static_cast<std::size_t>(count));
+  if (count > 0) std::memcpy(points.data(), data + point_file_header_bytes, static_cast<std::size_t>(count) * record_bytes);
+  validate_points(file, points);
   return points;
 }
 
 void write_points_binary(const std::filesystem::path& path, std::span<const point> points) {
-  validate_points(path, points);
+  validate_points(path.string(), points);
   detail::write_file_atomically(path, [&](std::ostream& out) {
     unsigned char header[point_file_header_bytes] = {};
     std::memcpy(header, point_file_magic, sizeof point_file_magic);
@@ -161,58 +245,26 @@ void write_points_binary(const std::filesystem::path& path, std::span<const poin
 
 std::vector<point> read_points_csv(const std::filesystem::path& path) {
   std::ifstream in = open_for_reading(path);
-  const std::string file = path.string();
+  csv_reader reader(path.string());
   std::string line;
-  std::size_t line_number = 0;
-  std::vector<point> points;
-  bool header_seen = false;
-  while (std::getline(in, line)) {
-    ++line_number;
-    const std::string_view text = trim(line);
-    if (!header_seen) {
-      if (text != "x,y,z,m") {
-        throw input_error(file, "line " + std::to_string(line_number) + ": expected the header \"x,y,z,m\"");
-      }
-      header_seen = true;
-      continue;
-    }
-    if (text.empty()) continue;
-    float v[4];
-    std::string_view rest = text;
-    for (int field = 0; field < 4; ++field) {
-      const std::size_t comma = rest.find(',');
-      if ((comma == std::string_view::npos) != (field == 3)) {
-        throw input_error(file, "line " + std::to_string(line_number) +
-                                    ": expected 4 comma-separated numbers x,y,z,m, found " +
-                                    std::to_string(std::count(text.begin(), text.end(), ',') + 1) + " fields");
-      }
-      const std::string_view token = trim(rest.substr(0, comma));
-      // from_chars does not skip a leading '+'; accept it as people and other tools write it.
-      const std::string_view digits = token.starts_with('+') ? token.substr(1) : token;
-      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v[field]);
-      if (digits.empty() || ec == std::errc::invalid_argument || end != digits.data() + digits.size()) {
-        throw input_error(file, "line " + std::to_string(line_number) + ": field " + std::to_string(field + 1) +
-                                    " is not a number: '" + std::string(token) + "'");
-      }
-      if (ec == std::errc::result_out_of_range) {
-        throw input_error(file, "line " + std::to_string(line_number) + ": field " + std::to_string(field + 1) +
-                                    " is out of float32 range: '" + std::string(token) + "'");
-      }
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-    }
-    const point p{v[0], v[1], v[2], v[3]};
-    if (std::string problem = point_problem(p); !problem.empty()) {
-      throw input_error(file, "line " + std::to_string(line_number) + ": " + problem);
-    }
-    points.push_back(p);
+  while (std::getline(in, line)) reader.line(line);
+  if (in.bad()) throw input_error(reader.file(), "read failed at line " + std::to_string(reader.line_number() + 1));
+  return reader.finish();
+}
+
+std::vector<point> parse_points_csv(std::string_view text, std::string_view source) {
+  csv_reader reader{std::string(source)};
+  // Lines as std::getline splits them: a final '\n' does not start another line.
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    reader.line(text.substr(0, nl));
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
   }
-  if (in.bad()) throw input_error(file, "read failed at line " + std::to_string(line_number + 1));
-  if (!header_seen) throw input_error(file, "empty file: expected the header \"x,y,z,m\"");
-  return points;
+  return reader.finish();
 }
 
 void write_points_csv(const std::filesystem::path& path, std::span<const point> points) {
-  validate_points(path, points);
+  validate_points(path.string(), points);
   detail::write_file_atomically(path, [&](std::ostream& out) {
     std::string buffer = "x,y,z,m\n";
     buffer.reserve(1 << 20);

@@ -19,9 +19,11 @@
 
 #include <canopy/trees/point.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace canopy::trees {
@@ -39,6 +41,12 @@ point_format format_of(const std::filesystem::path& path);
 std::vector<point> read_points(const std::filesystem::path& path);
 std::vector<point> read_points_binary(const std::filesystem::path& path);
 std::vector<point> read_points_csv(const std::filesystem::path& path);
+
+// The same readers over bytes already in memory (a network buffer, a memory-mapped file, the
+// fuzzers in fuzz/): the same checks and the same input_error messages, with `source` in place of
+// the path. `bytes` is the whole file, header included; `text` the whole CSV file.
+std::vector<point> parse_points_binary(std::span<const std::byte> bytes, std::string_view source = "<memory>");
+std::vector<point> parse_points_csv(std::string_view text, std::string_view source = "<memory>");
 
 // Writes to a temporary file in the same folder and renames it over `path`, so a failure never
 // leaves a half-written file under that name. Throws std::filesystem::filesystem_error on I/O
