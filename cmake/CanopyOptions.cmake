@@ -17,6 +17,15 @@ elseif(NOT CANOPY_SANITIZE STREQUAL "")
   message(FATAL_ERROR "CANOPY_SANITIZE must be '', 'thread' or 'address', not '${CANOPY_SANITIZE}'")
 endif()
 
+if(CANOPY_FUZZ)
+  # libFuzzer builds (fuzz/, preset `fuzz`, clang): every library instrumented for coverage, ASan
+  # and UBSan (halting on the first report); the fuzz targets add -fsanitize=fuzzer for main().
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link,address,undefined>
+                      $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=all>
+                      $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer> $<$<COMPILE_LANGUAGE:CXX>:-g>)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 if(CANOPY_PORTABLE_BINARIES)
   # The GPU machine has the driver but none of our Debian libraries: static cudart (CMake's
   # default), static gtest (Debian ships only .a), header-only spdlog/fmt, and static C++ runtime.
