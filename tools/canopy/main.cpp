@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   std::vector<command> commands = {add_gen_command(app), add_build_command(app), add_accumulate_command(app),
-                                   add_validate_command(app), add_dot_command(app)};
+                                   add_validate_command(app), add_dot_command(app),
+                                   add_run_dag_command(app)};
 
   try {
     app.parse(argc, argv);
