@@ -1,0 +1,465 @@
+// The host loop: every step
+//   integrate  kick v += a dt/2, drift x += v dt               (host threads)
+//   build      octree of the new positions (trees::build_octree, host), bodies reordered to match
+//   setup      the step's task graph and scheduler (+ GPU: tree upload, force download)
+//   accumulate the upward pass with Canopy (multipoles of every node)
+//   forces     the Barnes-Hut walk for every body
+//   integrate  kick v += a dt/2, kinetic + potential energy
+// (leapfrog kick-drift-kick, so positions and velocities are synchronised at the end of a step).
+//
+// The octree is rebuilt on the host from scratch each step; a GPU builder (bodies resident on the
+// device, no upload) is future work.
+#include "simulation.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <canopy/trees/morton.hpp>
+#include <canopy/trees/octree.hpp>
+#include <canopy/trees/threads.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "direct.hpp"
+#include "force_backend.hpp"
+
+namespace nbody {
+
+namespace ct = canopy::trees;
+
+namespace {
+
+struct vec3 {
+  float x, y, z;
+};
+
+using clock_type = std::chrono::steady_clock;
+
+double ms_since(clock_type::time_point start) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
+}
+
+// ---- initial conditions -----------------------------------------------------------------------
+
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// Plummer velocities in equilibrium with the Plummer positions of trees::generate_plummer (G = M =
+// a = 1): speed q v_esc(r), v_esc = sqrt(2) (1 + r^2)^(-1/4), q drawn from q^2 (1 - q^2)^(7/2) by
+// rejection (Aarseth, Henon & Wielen 1974), isotropic direction. Then the mean velocity is removed.
+std::vector<vec3> plummer_velocities(const std::vector<ct::point>& pos, std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  std::vector<vec3> vel(pos.size());
+  double mx = 0, my = 0, mz = 0, mt = 0;
+  for (std::size_t i = 0; i < pos.size(); ++i) {
+    const double r2 = double(pos[i].x) * pos[i].x + double(pos[i].y) * pos[i].y + double(pos[i].z) * pos[i].z;
+    double q = 0;
+    for (;;) {
+      q = uniform01(rng);
+      const double g = q * q * std::pow(1.0 - q * q, 3.5);
+      if (0.1 * uniform01(rng) < g) break;
+    }
+    const double speed = q * std::sqrt(2.0) * std::pow(1.0 + r2, -0.25);
+    const double cz = 2.0 * uniform01(rng) - 1.0;
+    const double phi = 2.0 * 3.141592653589793 * uniform01(rng);
+    const double sz = std::sqrt(std::max(0.0, 1.0 - cz * cz));
+    vel[i] = vec3{float(speed * sz * std::cos(phi)), float(speed * sz * std::sin(phi)), float(speed * cz)};
+    mx += pos[i].m * double(vel[i].x);
+    my += pos[i].m * double(vel[i].y);
+    mz += pos[i].m * double(vel[i].z);
+    mt += pos[i].m;
+  }
+  if (mt > 0)
+    for (auto& v : vel) v = vec3{float(v.x - mx / mt), float(v.y - my / mt), float(v.z - mz / mt)};
+  return vel;
+}
+
+// ---- build + reorder ----------------------------------------------------------------------------
+
+// build_octree sorts the bodies by Morton code but does not return the permutation; the velocities
+// must follow their bodies. The codes of the root cube are recomputed and sorted the same way
+// (stable: ties keep input order), which is exactly the builder's order, and checked bit for bit.
+struct built {
+  ct::octree tree;
+  double reorder_ms = 0;
+};
+
+built build_and_reorder(std::vector<ct::point>& pos, std::vector<vec3>& vel, int max_leaf, unsigned threads) {
+  built b;
+  b.tree = ct::build_octree(pos, ct::build_options{max_leaf, ct::max_octree_depth});
+  const auto t0 = clock_type::now();
+  const std::size_t n = pos.size();
+  const ct::morton_grid grid = ct::make_morton_grid(b.tree.bounds[0]);
+  struct keyed {
+    std::uint64_t code;
+    std::uint32_t index;
+  };
+  std::vector<keyed> order(n);
+  parallel_for(n, threads, 1 << 16, [&](std::size_t s, std::size_t e) {
+    for (std::size_t i = s; i < e; ++i) order[i] = keyed{ct::morton_code(pos[i], grid), static_cast<std::uint32_t>(i)};
+  });
+  // The previous step left the bodies in Morton order, so this input is nearly sorted.
+  std::stable_sort(order.begin(), order.end(), [](const keyed& a, const keyed& c) { return a.code < c.code; });
+  std::vector<vec3> new_vel(n);
+  bool same = true;
+  for (std::size_t k = 0; k < n; ++k) {
+    const ct::point& p = pos[order[k].index];
+    const ct::point& q = b.tree.points[k];
+    same = same && p.x == q.x && p.y == q.y && p.z == q.z && p.m == q.m;
+    new_vel[k] = vel[order[k].index];
+  }
+  if (!same) throw std::logic_error("body reorder disagrees with the octree's point order");
+  vel.swap(new_vel);
+  pos = b.tree.points;
+  b.reorder_ms = ms_since(t0);
+  return b;
+}
+
+// ---- energy -------------------------------------------------------------------------------------
+
+struct energy {
+  double kinetic = 0, potential = 0;
+  double total() const { return kinetic + potential; }
+};
+
+// Kick v += a * half_dt (half_dt may be 0), then the energy with the tree's potentials.
+energy kick_and_energy(std::vector<vec3>& vel, const std::vector<ct::point>& pos, const std::vector<body_force>& f,
+                       float half_dt, unsigned threads) {
+  constexpr std::size_t chunk = 1 << 14;
+  const std::size_t n = vel.size();
+  std::vector<std::array<double, 2>> partial((n + chunk - 1) / chunk, {0.0, 0.0});
+  parallel_for(n, threads, chunk, [&](std::size_t b, std::size_t e) {
+    double k = 0, w = 0;
+    for (std::size_t i = b; i < e; ++i) {
+      vec3& v = vel[i];
+      v.x += f[i].ax * half_dt;
+      v.y += f[i].ay * half_dt;
+      v.z += f[i].az * half_dt;
+      k += 0.5 * pos[i].m * (double(v.x) * v.x + double(v.y) * v.y + double(v.z) * v.z);
+      w += 0.5 * pos[i].m * double(f[i].phi);
+    }
+    partial[b / chunk] = {k, w};
+  });
+  energy en;
+  for (const auto& p : partial) {
+    en.kinetic += p[0];
+    en.potential += p[1];
+  }
+  return en;
+}
+
+double kinetic_energy(const std::vector<vec3>& vel, const std::vector<ct::point>& pos) {
+  double k = 0;
+  for (std::size_t i = 0; i < vel.size(); ++i)
+    k += 0.5 * pos[i].m * (double(vel[i].x) * vel[i].x + double(vel[i].y) * vel[i].y + double(vel[i].z) * vel[i].z);
+  return k;
+}
+
+void kick_drift(std::vector<vec3>& vel, std::vector<ct::point>& pos, const std::vector<body_force>& f, float half_dt,
+                float dt, unsigned threads) {
+  parallel_for(vel.size(), threads, 1 << 14, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      vec3& v = vel[i];
+      v.x += f[i].ax * half_dt;
+      v.y += f[i].ay * half_dt;
+      v.z += f[i].az * half_dt;
+      pos[i].x += v.x * dt;
+      pos[i].y += v.y * dt;
+      pos[i].z += v.z * dt;
+    }
+  });
+}
+
+void require_finite(const std::vector<body_force>& f, int step) {
+  for (std::size_t i = 0; i < f.size(); ++i)
+    if (!std::isfinite(f[i].ax) || !std::isfinite(f[i].ay) || !std::isfinite(f[i].az) || !std::isfinite(f[i].phi))
+      throw std::runtime_error(fmt::format("step {}: non-finite force on body {} (coincident bodies with softening 0?)",
+                                           step, i));
+}
+
+// ---- accuracy check -----------------------------------------------------------------------------
+
+struct percentiles {
+  double p1 = 0, p50 = 0, p99 = 0, max = 0;
+  std::size_t count = 0;
+};
+
+percentiles percentiles_of(std::vector<double> v) {
+  percentiles p;
+  p.count = v.size();
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  // Nearest rank: the smallest value with at least q % of the sample at or below it.
+  auto rank = [&](double q) {
+    const auto r = static_cast<std::size_t>(std::ceil(q / 100.0 * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, r == 0 ? 0 : r - 1)];
+  };
+  p.p1 = rank(1);
+  p.p50 = rank(50);
+  p.p99 = rank(99);
+  p.max = v.back();
+  return p;
+}
+
+std::vector<std::int32_t> check_targets(std::size_t n, std::size_t sample) {
+  const std::size_t s = (sample == 0 || sample >= n) ? n : sample;
+  std::vector<std::int32_t> t(s);
+  for (std::size_t k = 0; k < s; ++k) t[k] = static_cast<std::int32_t>(k * n / s);  // evenly strided, deterministic
+  return t;
+}
+
+percentiles acceleration_errors(const std::vector<body_force>& tree_f, const std::vector<direct_force>& exact,
+                                const std::vector<std::int32_t>& targets) {
+  std::vector<double> rel(targets.size());
+  for (std::size_t k = 0; k < targets.size(); ++k) {
+    const body_force& a = tree_f[static_cast<std::size_t>(targets[k])];
+    const direct_force& d = exact[k];
+    const double ex = a.ax - d.ax, ey = a.ay - d.ay, ez = a.az - d.az;
+    const double norm = std::sqrt(d.ax * d.ax + d.ay * d.ay + d.az * d.az);
+    const double err = std::sqrt(ex * ex + ey * ey + ez * ez);
+    rel[k] = norm > 0 ? err / norm : (err > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+    if (!std::isfinite(a.ax) || !std::isfinite(a.ay) || !std::isfinite(a.az)) rel[k] = std::numeric_limits<double>::infinity();
+  }
+  return percentiles_of(std::move(rel));
+}
+
+// ---- timing -------------------------------------------------------------------------------------
+
+struct step_times {
+  double build = 0, reorder = 0, setup = 0, accumulate = 0, forces = 0, integrate = 0;
+  double total() const { return build + setup + accumulate + forces + integrate; }
+};
+
+}  // namespace
+
+void validate(const sim_options& o) {
+  if (o.n < 2) throw std::invalid_argument(fmt::format("--n must be at least 2, not {}", o.n));
+  if (o.n > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
+    throw std::invalid_argument(fmt::format("--n must be at most 2^31 - 1, not {}", o.n));
+  if (o.steps < 1) throw std::invalid_argument(fmt::format("--steps must be at least 1, not {}", o.steps));
+  if (!(std::isfinite(o.dt) && o.dt > 0)) throw std::invalid_argument(fmt::format("--dt must be a positive number, not {}", o.dt));
+  if (!(std::isfinite(o.theta) && o.theta > 0 && o.theta <= 2))
+    throw std::invalid_argument(fmt::format("--theta must be in (0, 2], not {}", o.theta));
+  if (!(std::isfinite(o.softening) && o.softening >= 0))
+    throw std::invalid_argument(fmt::format("--softening must be a number >= 0, not {}", o.softening));
+  if (o.max_leaf < 1) throw std::invalid_argument(fmt::format("--max-leaf must be at least 1, not {}", o.max_leaf));
+  if (o.backend != "cpu" && o.backend != "gpu" && o.backend != "auto")
+    throw std::invalid_argument(fmt::format("--backend must be cpu, gpu or auto, not '{}'", o.backend));
+  if (o.dist == ct::distribution::lattice) throw std::invalid_argument("--dist must be plummer, uniform or clusters");
+}
+
+int run_simulation(const sim_options& o) {
+  validate(o);
+  if (o.threads != 0) ct::set_host_threads(o.threads);
+  const unsigned threads = o.threads != 0 ? o.threads : ct::host_threads();
+
+  // Backend.
+  canopy::scheduler_options sopt;
+  sopt.mode = o.mode;
+  std::unique_ptr<force_backend> backend;
+  const bool use_gpu = o.backend == "gpu" || (o.backend == "auto" && gpu_backend_usable());
+  if (use_gpu) {
+    backend = make_gpu_backend(sopt);
+  } else {
+    sopt.blocks = static_cast<int>(threads);
+    backend = make_cpu_backend(sopt, threads);
+  }
+
+  // Bodies.
+  auto t0 = clock_type::now();
+  std::vector<ct::point> pos;
+  std::vector<vec3> vel;
+  switch (o.dist) {
+    case ct::distribution::plummer:
+      pos = ct::generate_plummer(o.n, o.seed);
+      vel = plummer_velocities(pos, o.seed);
+      break;
+    case ct::distribution::uniform:
+      pos = ct::generate_uniform(o.n, o.seed);
+      vel.assign(o.n, vec3{0, 0, 0});
+      break;
+    default:
+      pos = ct::generate_clusters(o.n, o.seed);
+      vel.assign(o.n, vec3{0, 0, 0});
+      break;
+  }
+  spdlog::info("{} bodies, {} ({}), seed {} ({:.1f} ms)", o.n, ct::to_string(o.dist),
+               o.dist == ct::distribution::plummer ? "equilibrium velocities" : "at rest", o.seed, ms_since(t0));
+
+  walk_params wp;
+  wp.theta = static_cast<float>(o.theta);
+  wp.eps2 = static_cast<float>(o.softening * o.softening);
+  wp.quadrupole = o.quadrupole;
+  const double eps2 = o.softening * o.softening;
+  const float dt = static_cast<float>(o.dt), half_dt = 0.5f * dt;
+  std::vector<body_force> forces(o.n);
+  force_times ft;
+
+  // Step 0: the initial forces (also the warm-up: module load, first allocations). Not in the summary.
+  t0 = clock_type::now();
+  built b = build_and_reorder(pos, vel, o.max_leaf, threads);
+  const double build0 = ms_since(t0);
+  backend->compute(b.tree, wp, forces, ft);
+  require_finite(forces, 0);
+  spdlog::info("backend: {}", backend->describe());
+  spdlog::info("initial octree: depth {}, {} nodes, {} leaves (max {} per leaf); build {:.1f} ms, setup {:.2f} ms, "
+               "accumulate {:.3f} ms, forces {:.2f} ms",
+               b.tree.depth, b.tree.node_count(), b.tree.leaves.size(), o.max_leaf, build0, ft.setup_ms,
+               ft.accumulate_ms, ft.forces_ms);
+  const energy e0 = kick_and_energy(vel, pos, forces, 0.0f, threads);
+
+  bool failed = false;
+  std::vector<std::string> check_lines;
+  // Direct-summation energies where affordable.
+  const bool direct_energy = o.check && o.n <= o.direct_energy_limit;
+  double e0_direct = 0;
+  if (direct_energy) e0_direct = kinetic_energy(vel, pos) + direct_potential_energy(pos, eps2, threads);
+
+  auto accuracy_check = [&](const ct::octree& tree, const std::vector<body_force>& run_forces, const char* when) {
+    const auto targets = check_targets(pos.size(), o.check_sample);
+    if (static_cast<double>(targets.size()) * static_cast<double>(pos.size()) > 1e10)
+      spdlog::warn("accuracy check: direct summation of {} bodies against {} will take a while (--check-sample)",
+                   targets.size(), pos.size());
+    t0 = clock_type::now();
+    const auto exact = direct_forces(tree.points, targets, eps2, threads);
+    const double direct_ms = ms_since(t0);
+    // The bound is stated at theta = 0.5; a run at another theta is also reported, unbounded.
+    std::vector<float> thetas = {0.5f};
+    if (wp.theta != 0.5f) thetas.push_back(wp.theta);
+    for (float th : thetas) {
+      std::vector<body_force> f;
+      if (th == wp.theta) {
+        f = run_forces;
+      } else {
+        f.resize(pos.size());
+        walk_params p = wp;
+        p.theta = th;
+        force_times unused;
+        backend->compute(tree, p, f, unused);
+      }
+      const percentiles pc = acceleration_errors(f, exact, targets);
+      const bool bounded = th == 0.5f;
+      const bool pass = !bounded || (pc.p50 <= o.max_p50 && pc.p99 <= o.max_p99);
+      failed = failed || !pass;
+      check_lines.push_back(fmt::format(
+          "accuracy  {:<6} theta {:.2f}{}: |a_tree - a_direct| / |a_direct| over {} bodies: p1 {:.2e}  p50 {:.2e}  "
+          "p99 {:.2e}  max {:.2e}{}",
+          when, th, o.quadrupole ? "" : " (monopole only)", pc.count, pc.p1, pc.p50, pc.p99, pc.max,
+          bounded ? fmt::format("  (bounds p50 <= {:.0e}, p99 <= {:.0e}) {}", o.max_p50, o.max_p99, pass ? "PASS" : "FAIL")
+                  : std::string("  (reported only; the bounds are for theta 0.50)")));
+    }
+    spdlog::info("accuracy check {}: direct summation for {} bodies against {} ({:.1f} ms)", when, targets.size(),
+                 pos.size(), direct_ms);
+  };
+  if (o.check) accuracy_check(b.tree, forces, "start");
+
+  // The steps.
+  std::fputs(fmt::format("{:>5} {:>9} | {:>9} {:>9} {:>10} {:>9} {:>9} | {:>9} | {:>15} {:>10}\n", "step", "time",
+                         "build", "setup", "accumulate", "forces", "integrate", "total ms", "energy", "dE/|E0|")
+                 .c_str(),
+             stdout);
+  std::vector<step_times> times;
+  times.reserve(static_cast<std::size_t>(o.steps));
+  energy e = e0;
+  for (int s = 1; s <= o.steps; ++s) {
+    step_times st;
+    t0 = clock_type::now();
+    kick_drift(vel, pos, forces, half_dt, dt, threads);
+    st.integrate = ms_since(t0);
+
+    t0 = clock_type::now();
+    b = build_and_reorder(pos, vel, o.max_leaf, threads);
+    st.build = ms_since(t0);
+    st.reorder = b.reorder_ms;
+
+    backend->compute(b.tree, wp, forces, ft);
+    st.setup = ft.setup_ms;
+    st.accumulate = ft.accumulate_ms;
+    st.forces = ft.forces_ms;
+    require_finite(forces, s);
+
+    t0 = clock_type::now();
+    e = kick_and_energy(vel, pos, forces, half_dt, threads);
+    st.integrate += ms_since(t0);
+    times.push_back(st);
+    std::fputs(fmt::format("{:>5} {:>9.4f} | {:>9.3f} {:>9.3f} {:>10.3f} {:>9.3f} {:>9.3f} | {:>9.3f} | {:>15.8e} {:>+10.2e}\n",
+                           s, s * o.dt, st.build, st.setup, st.accumulate, st.forces, st.integrate, st.total(), e.total(),
+                           (e.total() - e0.total()) / std::abs(e0.total()))
+                   .c_str(),
+               stdout);
+    std::fflush(stdout);
+  }
+
+  // Summary.
+  step_times mean;
+  for (const auto& t : times) {
+    mean.build += t.build / times.size();
+    mean.reorder += t.reorder / times.size();
+    mean.setup += t.setup / times.size();
+    mean.accumulate += t.accumulate / times.size();
+    mean.forces += t.forces / times.size();
+    mean.integrate += t.integrate / times.size();
+  }
+  const double total = mean.total();
+  std::string out;
+  out += fmt::format("\nsummary   {} bodies, {} steps of dt {}, theta {}, softening {}, {} per leaf at most, {}\n", o.n,
+                     o.steps, o.dt, o.theta, o.softening, o.max_leaf, o.quadrupole ? "monopole + quadrupole" : "monopole only");
+  out += fmt::format("backend   {}\n", backend->describe());
+  out += fmt::format("octree    last step: depth {}, {} nodes, {} leaves\n", b.tree.depth, b.tree.node_count(),
+                     b.tree.leaves.size());
+  out += fmt::format("{:<12} {:>12} {:>8}\n", "phase", "mean ms", "share");
+  const std::pair<const char*, double> phases[] = {{"build", mean.build},
+                                                   {"setup", mean.setup},
+                                                   {"accumulate", mean.accumulate},
+                                                   {"forces", mean.forces},
+                                                   {"integrate", mean.integrate}};
+  const char* dominant = "build";
+  double dominant_ms = -1;
+  for (const auto& [name, ms] : phases) {
+    out += fmt::format("{:<12} {:>12.3f} {:>7.1f}%\n", name, ms, total > 0 ? 100.0 * ms / total : 0.0);
+    if (ms > dominant_ms) {
+      dominant = name;
+      dominant_ms = ms;
+    }
+  }
+  out += fmt::format("{:<12} {:>12.3f} {:>7.1f}%\n", "step", total, 100.0);
+  out += fmt::format("(build includes {:.3f} ms reordering the bodies' state to the octree's order)\n", mean.reorder);
+  out += fmt::format("dominant  {} ({:.1f}% of a step)\n", dominant, total > 0 ? 100.0 * dominant_ms / total : 0.0);
+
+  // Checks.
+  if (o.check) {
+    accuracy_check(b.tree, forces, "end");
+    const double drift_tree = std::abs(e.total() - e0.total()) / std::abs(e0.total());
+    double drift = drift_tree;
+    std::string how = "tree potential";
+    if (direct_energy) {
+      const double e_end_direct = kinetic_energy(vel, pos) + direct_potential_energy(pos, eps2, threads);
+      drift = std::abs(e_end_direct - e0_direct) / std::abs(e0_direct);
+      how = fmt::format("direct-summation potential, E0 {:.8e}, E_end {:.8e}; with the tree potential {:.2e}",
+                        e0_direct, e_end_direct, drift_tree);
+    }
+    const bool pass = drift <= o.max_drift;
+    failed = failed || !pass;
+    check_lines.push_back(fmt::format("energy    |E_end - E_0| / |E_0| over {} steps: {:.2e} ({}) (bound {:.0e}) {}",
+                                      o.steps, drift, how, o.max_drift, pass ? "PASS" : "FAIL"));
+    for (const auto& l : check_lines) out += "check     " + l + "\n";
+    out += fmt::format("result    {}\n", failed ? "FAIL" : "PASS");
+  } else {
+    out += fmt::format("energy    |E_end - E_0| / |E_0| over {} steps: {:.2e} (tree potential; --check for the bounds)\n",
+                       o.steps, std::abs(e.total() - e0.total()) / std::abs(e0.total()));
+  }
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  return failed ? exit_check_failed : exit_ok;
+}
+
+}  // namespace nbody

@@ -1,0 +1,51 @@
+// The host side of the N-body example: initial conditions, the leapfrog loop, energy, the
+// per-step timing breakdown and the self-checks.
+#pragma once
+
+#include <canopy/mode.hpp>
+#include <canopy/trees/generators.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace nbody {
+
+struct sim_options {
+  std::size_t n = 20000;
+  int steps = 10;
+  double dt = 0.005;
+  double theta = 0.5;
+  double softening = 0.01;
+  std::string backend = "auto";  // cpu, gpu, auto
+  canopy::mode mode = canopy::mode::continuation;
+  canopy::trees::distribution dist = canopy::trees::distribution::plummer;
+  std::uint64_t seed = 1;
+  int max_leaf = 16;
+  unsigned threads = 0;  // host threads for the builder, the CPU backend and the integrator; 0 = all
+  bool quadrupole = true;
+
+  // --check: accuracy against direct summation and energy drift.
+  bool check = false;
+  std::size_t check_sample = 2000;  // bodies compared with direct summation (0 = all)
+  double max_p50 = 2e-3;            // bounds at theta = 0.5 (see README)
+  double max_p99 = 1e-2;
+  double max_drift = 1e-3;
+  std::size_t direct_energy_limit = 50000;  // direct-summation energies up to this N (else the tree's)
+};
+
+// Exit codes of the program.
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_check_failed = 1;
+inline constexpr int exit_bad_input = 2;
+inline constexpr int exit_run_failed = 3;
+inline constexpr int exit_no_gpu = 77;  // --backend gpu without a usable device (ctest's skip code)
+
+// Throws std::invalid_argument with one clear message for bad options.
+void validate(const sim_options& o);
+
+// Runs the simulation, prints the per-step lines, the summary and the checks on stdout.
+// Returns exit_ok, or exit_check_failed when --check found an error above its bound.
+int run_simulation(const sim_options& o);
+
+}  // namespace nbody
