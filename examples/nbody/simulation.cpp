@@ -107,8 +107,30 @@ built build_and_reorder(std::vector<ct::point>& pos, std::vector<vec3>& vel, int
   parallel_for(n, threads, 1 << 16, [&](std::size_t s, std::size_t e) {
     for (std::size_t i = s; i < e; ++i) order[i] = keyed{ct::morton_code(pos[i], grid), static_cast<std::uint32_t>(i)};
   });
-  // The previous step left the bodies in Morton order, so this input is nearly sorted.
-  std::stable_sort(order.begin(), order.end(), [](const keyed& a, const keyed& c) { return a.code < c.code; });
+  // The previous step left the bodies in Morton order, so this input is nearly sorted. Stable
+  // sort in parallel: chunks sorted on their own, then merged pairwise (std::merge takes the left
+  // range first on ties, so the result is the stable order whatever the thread count).
+  const auto by_code = [](const keyed& a, const keyed& c) { return a.code < c.code; };
+  const std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads, n / 65536));
+  std::vector<std::size_t> bound(parts + 1);
+  for (std::size_t p = 0; p <= parts; ++p) bound[p] = p * n / parts;
+  parallel_for(parts, threads, 1, [&](std::size_t pb, std::size_t pe) {
+    for (std::size_t p = pb; p < pe; ++p)
+      std::stable_sort(order.begin() + bound[p], order.begin() + bound[p + 1], by_code);
+  });
+  std::vector<keyed> scratch(parts > 1 ? n : 0);
+  for (std::size_t width = 1; width < parts; width *= 2) {
+    const std::size_t pairs = (parts + 2 * width - 1) / (2 * width);
+    parallel_for(pairs, threads, 1, [&](std::size_t qb, std::size_t qe) {
+      for (std::size_t q = qb; q < qe; ++q) {
+        const std::size_t lo = bound[2 * width * q], mid = bound[std::min(parts, 2 * width * q + width)],
+                          hi = bound[std::min(parts, 2 * width * (q + 1))];
+        std::merge(order.begin() + lo, order.begin() + mid, order.begin() + mid, order.begin() + hi,
+                   scratch.begin() + lo, by_code);
+      }
+    });
+    order.swap(scratch);
+  }
   std::vector<vec3> new_vel(n);
   bool same = true;
   for (std::size_t k = 0; k < n; ++k) {

@@ -33,7 +33,8 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
+// Device pass: the hardware reciprocal square root; host (g++ or nvcc's host pass): 1 / sqrt.
+#if CANOPY_DEVICE_CODE
 #define NBODY_SQRT(x) ::sqrtf(x)
 #define NBODY_RSQRT(x) ::rsqrtf(x)
 #else
