@@ -20,5 +20,6 @@ command add_accumulate_command(CLI::App& app);
 command add_validate_command(CLI::App& app);
 command add_dot_command(CLI::App& app);
 command add_run_dag_command(CLI::App& app);
+command add_bench_command(CLI::App& app);
 
 }  // namespace canopy::tool

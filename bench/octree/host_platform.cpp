@@ -1,0 +1,169 @@
+// The host side of the benchmark: the serial double-precision reference ("host") and the scheduler
+// on std::thread workers ("cpu"), timed with std::chrono::steady_clock.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include <canopy/cpu_scheduler.hpp>
+#include <canopy/trees/upward_pass.hpp>
+
+#include "octree_bench.hpp"
+
+namespace canopy::bench {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double us_since(clock_type::time_point start) {
+  return std::chrono::duration<double, std::micro>(clock_type::now() - start).count();
+}
+
+template <class T>
+trees::comparison compare(const trees::octree& tree, std::vector<trees::multipole<T>> computed,
+                          std::span<const trees::multipole<double>> reference, bool perturb) {
+  if (perturb && !computed.empty()) computed.front().mass *= T(1.01);
+  return trees::compare_payloads<T>(tree, computed, reference);
+}
+
+// Host memcpy of 64 MiB on one thread, read + written bytes, median of 5 after one warm-up: the
+// ceiling the cpu backend's GB/s are compared with (one thread streams about as fast as a few).
+double measure_host_copy_bandwidth() {
+  constexpr std::size_t bytes = std::size_t{64} << 20;
+  std::vector<unsigned char> src(bytes, 1), dst(bytes, 0);
+  std::vector<double> us;
+  for (int i = 0; i < 6; ++i) {
+    const auto start = clock_type::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    const double t = us_since(start);
+    src[static_cast<std::size_t>(i)] = dst[bytes - 1 - static_cast<std::size_t>(i)];  // keep the copy observable
+    if (i > 0) us.push_back(t);
+  }
+  const double median_us = summarize(us).median;
+  return median_us > 0 ? 2.0 * static_cast<double>(bytes) / median_us / 1e3 : 0;
+}
+
+class reference_runner final : public pass_runner {
+ public:
+  explicit reference_runner(const trees::octree& tree) : tree_(tree) {}
+  run_outcome run_once() override {
+    result_.clear();
+    const auto start = clock_type::now();
+    result_ = trees::reference_upward_pass(tree_);
+    return run_outcome{canopy::status::ok, {}, us_since(start)};
+  }
+  trees::comparison check(const trees::octree& tree, std::span<const trees::multipole<double>> reference,
+                          bool perturb) override {
+    return compare<double>(tree, result_, reference, perturb);
+  }
+  summary time(int warmup, int reps) override {
+    for (int i = 0; i < warmup; ++i) result_ = trees::reference_upward_pass(tree_);
+    std::vector<double> samples;
+    for (int i = 0; i < reps; ++i) {
+      const auto start = clock_type::now();
+      result_ = trees::reference_upward_pass(tree_);
+      samples.push_back(us_since(start));
+    }
+    return summarize(samples);
+  }
+
+ private:
+  const trees::octree& tree_;
+  std::vector<trees::multipole<double>> result_;
+};
+
+class cpu_runner final : public pass_runner {
+ public:
+  cpu_runner(const trees::octree& tree, const canopy::task_graph& graph, canopy::scheduler_options options)
+      : tree_(tree), sched_(graph, options), payloads_(static_cast<std::size_t>(tree.node_count())) {}
+
+  run_outcome run_once() override {
+    // NaN everywhere and a count no node has: a node the run skips cannot pass.
+    trees::multipole<float> poison{};
+    std::memset(&poison, 0xff, sizeof poison);
+    std::fill(payloads_.begin(), payloads_.end(), poison);
+    const auto start = clock_type::now();
+    const canopy::run_result r = sched_.run(ops());
+    return run_outcome{r.code, r.message, us_since(start)};
+  }
+  trees::comparison check(const trees::octree& tree, std::span<const trees::multipole<double>> reference,
+                          bool perturb) override {
+    return compare<float>(tree, payloads_, reference, perturb);
+  }
+  summary time(int warmup, int reps) override {
+    for (int i = 0; i < warmup; ++i) throw_if_failed(sched_.run(ops()));
+    std::vector<double> samples;
+    for (int i = 0; i < reps; ++i) {
+      const auto start = clock_type::now();
+      const canopy::run_result r = sched_.run(ops());
+      samples.push_back(us_since(start));
+      throw_if_failed(r);
+    }
+    return summarize(samples);
+  }
+
+ private:
+  trees::upward_ops<float> ops() { return trees::host_upward_ops<float>(tree_, payloads_.data()); }
+  static void throw_if_failed(const canopy::run_result& r) {
+    if (!r.ok()) throw std::runtime_error(std::string(canopy::to_string(r.code)) + " in a timed run: " + r.message);
+  }
+  const trees::octree& tree_;
+  canopy::cpu_scheduler sched_;
+  std::vector<trees::multipole<float>> payloads_;
+};
+
+class host_platform final : public platform {
+ public:
+  std::vector<std::string> backends() const override { return {std::string(backend_cpu), std::string(backend_host)}; }
+
+  std::vector<platform_facts> facts(const bench_options& options) override {
+    if (copy_gb_per_s_ == 0) copy_gb_per_s_ = measure_host_copy_bandwidth();
+    const int workers = options.cpu_workers > 0 ? options.cpu_workers : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    platform_facts cpu{std::string(backend_cpu), std::to_string(workers) + " CPU workers", 0, {}, copy_gb_per_s_,
+                       "memcpy of 64 MiB on one host thread, read + written bytes"};
+    platform_facts host{std::string(backend_host), "1 host thread (double precision)", 0, {}, copy_gb_per_s_,
+                        cpu.copy_method};
+    return {cpu, host};
+  }
+
+  void load(const trees::octree& tree, const bench_options& options) override {
+    tree_ = &tree;
+    graph_ = trees::make_upward_graph(tree);
+    options_ = options.scheduler;
+    options_.blocks = options.cpu_workers;
+    options_.deadline = std::chrono::milliseconds(static_cast<long long>(std::max(1.0, std::ceil(options.budget_ms))));
+  }
+  void unload() override {
+    tree_ = nullptr;
+    graph_.reset();
+  }
+
+  std::unique_ptr<pass_runner> runner(const variant& v) override {
+    if (tree_ == nullptr) throw std::logic_error("host platform: no tree loaded");
+    if (v.backend == backend_host && v.name == "reference") return std::make_unique<reference_runner>(*tree_);
+    if (v.backend == backend_cpu && v.mode) {
+      canopy::scheduler_options o = options_;
+      o.mode = *v.mode;
+      return std::make_unique<cpu_runner>(*tree_, *graph_, o);
+    }
+    throw std::invalid_argument("host platform: cannot run '" + v.name + "' on backend " + v.backend);
+  }
+
+ private:
+  const trees::octree* tree_ = nullptr;
+  std::optional<canopy::task_graph> graph_;
+  canopy::scheduler_options options_;
+  double copy_gb_per_s_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<platform> make_host_platform() { return std::make_unique<host_platform>(); }
+
+}  // namespace canopy::bench

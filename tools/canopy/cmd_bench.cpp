@@ -1,0 +1,346 @@
+// canopy bench: the benchmark by depth. Complete octrees of each depth (or one adaptive tree), every
+// scheduler mode and baseline side by side, each result validated against the reference before it
+// is timed. The engine is bench/octree (canopy::bench_octree); this file is its command line.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "canopy/mode.hpp"
+#include "canopy/trees/generators.hpp"
+#include "commands.hpp"
+#include "common.hpp"
+#include "octree_bench.hpp"
+
+extern char** environ;
+
+namespace canopy::tool {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace cb = canopy::bench;
+
+struct bench_cli {
+  std::string depths = "1-8";
+  int per_leaf = 8;
+  std::uint64_t seed = 1;
+  std::string input;         // an adaptive tree from a file or generator spec
+  std::string dist;          // ... or generated: --dist D -n N
+  std::int64_t count = 0;
+  tree_options tree;
+  std::string modes;
+  std::string backend = "auto";
+  int reps = 20;
+  int warmup = 3;
+  double budget_ms = 2000;
+  int blocks = 0;
+  int threads = 256;
+  std::string push_policy = "round-robin";
+  int cpu_workers = 0;
+  std::string json, csv, plot;
+  std::string inject_wrong_result;  // testing hook (hidden)
+};
+
+// An output file's folder must exist and the name must not be a folder: checked before minutes of
+// benchmarking, not after.
+void check_output(const std::string& option, const fs::path& path) {
+  const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw usage_error(option + " " + path.string(), "directory does not exist");
+  if (fs::is_directory(path, ec)) throw usage_error(option + " " + path.string(), "is a directory");
+}
+
+// --plot F: F.png and F.svg; an extension .png or .svg given anyway is dropped.
+fs::path plot_stem(const std::string& plot) {
+  fs::path p = plot;
+  if (p.extension() == ".png" || p.extension() == ".svg") p.replace_extension();
+  return p;
+}
+
+std::string first_line_of_command(const char* command) {
+  std::string out;
+  if (FILE* pipe = ::popen(command, "r")) {
+    char buf[256];
+    if (std::fgets(buf, sizeof buf, pipe) != nullptr) out = buf;
+    ::pclose(pipe);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+fs::path executable_dir() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+// tools/plot/plot_bench.py: $CANOPY_PLOT_SCRIPT, else beside the build tree this binary sits in
+// (build/<dir>/tools/canopy), else the source tree it was built from, else ./tools/plot.
+fs::path find_plot_script() {
+  if (const char* env = std::getenv("CANOPY_PLOT_SCRIPT"); env != nullptr && *env != '\0') return env;
+  std::vector<fs::path> candidates;
+  if (const fs::path dir = executable_dir(); !dir.empty()) candidates.push_back(dir / "../../../tools/plot/plot_bench.py");
+#ifdef CANOPY_SOURCE_DIR
+  candidates.push_back(fs::path(CANOPY_SOURCE_DIR) / "tools/plot/plot_bench.py");
+#endif
+  candidates.push_back("tools/plot/plot_bench.py");
+  std::error_code ec;
+  for (const fs::path& c : candidates)
+    if (fs::is_regular_file(c, ec)) return fs::weakly_canonical(c, ec);
+  return {};
+}
+
+// Runs `argv` and waits; returns the exit status (127 when it cannot be started).
+int spawn_and_wait(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (::posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return 127;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// The plot is made from the JSON by tools/plot/plot_bench.py (matplotlib). It is an extra: when it
+// cannot be made, say why and how to make it later, but keep the benchmark's exit code.
+void make_plot(const fs::path& json, const fs::path& stem, bool json_is_temporary) {
+  const char* python_env = std::getenv("CANOPY_PYTHON");
+  const std::string python = python_env != nullptr && *python_env != '\0' ? python_env : "/usr/bin/python3";
+  const fs::path script = find_plot_script();
+  const std::string later =
+      json_is_temporary ? "" : fmt::format("; make it later with: python3 tools/plot/plot_bench.py {} -o {}", json.string(), stem.string());
+  if (script.empty()) {
+    spdlog::warn("--plot: tools/plot/plot_bench.py not found (set CANOPY_PLOT_SCRIPT); no plot written{}", later);
+    return;
+  }
+  if (::access(python.c_str(), X_OK) != 0) {
+    spdlog::warn("--plot: {} not found (set CANOPY_PYTHON); no plot written{}", python, later);
+    return;
+  }
+  stage s;
+  const int rc = spawn_and_wait({python, script.string(), json.string(), "-o", stem.string(), "--quiet"});
+  if (rc != 0) {
+    spdlog::warn("--plot: {} {} exited with {}; no plot written{}", python, script.string(), rc, later);
+    return;
+  }
+  s.done(fmt::format("plotted {}.png and {}.svg", stem.string(), stem.string()));
+}
+
+std::vector<cb::tree_case> trees_to_run(const bench_cli& o, const CLI::App& cmd) {
+  const auto given = [&](const char* name) { return cmd.count(name) > 0; };
+  const bool adaptive = !o.input.empty() || !o.dist.empty();
+  if (!adaptive) {
+    if (given("-n")) throw usage_error("-n", "needs --dist (an adaptive tree of N generated points)");
+    if (given("--max-leaf") || given("--max-depth"))
+      throw usage_error("--max-leaf/--max-depth", "apply to adaptive trees (--input or --dist); complete trees "
+                                                  "have --depths and --per-leaf");
+    std::vector<int> depths;
+    try {
+      depths = cb::parse_depth_list(o.depths);
+    } catch (const std::invalid_argument& e) {
+      throw usage_error("--depths", std::string(e.what()).substr(std::string("--depths: ").size()));
+    }
+    for (int d : depths) {
+      const long long n = cb::complete_point_count(d, o.per_leaf);
+      if (n > std::numeric_limits<std::int32_t>::max())
+        throw usage_error("--depths", fmt::format("depth {} with {} points per leaf has more than 2^31 - 1 points",
+                                                  d, o.per_leaf));
+    }
+    std::vector<cb::tree_case> out;
+    for (int d : depths) {
+      const int per_leaf = o.per_leaf;
+      const std::uint64_t seed = o.seed;
+      out.push_back(cb::tree_case{fmt::format("depth {}", d), true, d, per_leaf,
+                                  [d, per_leaf, seed] { return trees::build_complete_octree(d, per_leaf, seed); }});
+    }
+    return out;
+  }
+  if (!o.input.empty() && !o.dist.empty()) throw usage_error("--input/--dist", "give one tree source, not both");
+  if (given("--depths") || given("--per-leaf"))
+    throw usage_error("--depths/--per-leaf", "apply to complete trees, not to --input or --dist");
+  std::string spec = o.input;
+  if (!o.dist.empty()) {
+    const auto dist = trees::parse_distribution(o.dist);  // input_error names it: exit 2
+    if (dist == trees::distribution::lattice)
+      throw usage_error("--dist lattice", "is the complete tree: use --depths and --per-leaf instead");
+    if (!given("-n")) throw usage_error("--dist " + o.dist, "needs -n N");
+    spec = fmt::format("gen:{}:{}:{}", trees::to_string(dist), o.count, o.seed);
+  } else if (given("-n")) {
+    throw usage_error("-n", "needs --dist (with --input the file says how many points)");
+  }
+  // A lattice spec builds a complete tree (load_tree ignores --max-leaf for it).
+  const bool complete = spec.starts_with("gen:lattice:");
+  int depth = 0, per_leaf = 0;
+  if (complete) std::sscanf(spec.c_str(), "gen:lattice:%d:%d", &depth, &per_leaf);
+  const std::string label = complete ? spec : fmt::format("{} (max-leaf {})", spec, o.tree.max_leaf);
+  const tree_options topts = o.tree;
+  // Fail on a bad spec or a missing file now, not after measuring the copy bandwidth.
+  if (!spec.starts_with("gen:")) {
+    std::error_code ec;
+    if (!fs::exists(spec, ec)) throw usage_error(spec, "no such file");
+  }
+  return {cb::tree_case{label, complete, depth, per_leaf, [spec, topts] { return load_tree(spec, topts).tree; }}};
+}
+
+int run_bench(const bench_cli& o, const CLI::App& cmd) {
+  // Everything the user gave is checked before the first tree is built.
+  const auto trees_list = trees_to_run(o, cmd);
+  if (!o.json.empty()) check_output("--json", o.json);
+  if (!o.csv.empty()) check_output("--csv", o.csv);
+  fs::path stem;
+  if (!o.plot.empty()) {
+    stem = plot_stem(o.plot);
+    check_output("--plot", fs::path(stem.string() + ".png"));
+  }
+  if (o.reps < 20)
+    spdlog::warn("--reps {}: fewer than the 20 timed runs the design asks for behind a reported median", o.reps);
+
+  std::string backend = o.backend, note;
+  const bool gpu = cb::gpu_device_present();
+  if (backend == "gpu" && !gpu)
+    throw std::runtime_error("gpu backend: no CUDA device is available (use --backend cpu, or auto)");
+  if (backend == "auto") {
+    backend = gpu ? "gpu" : "cpu";
+    if (!gpu)
+      note = CANOPY_HAVE_GPU ? "no CUDA device: the scheduler modes run on the cpu backend, beside the serial reference"
+                             : "built without CUDA: the scheduler modes run on the cpu backend, beside the serial reference";
+  }
+  std::vector<cb::variant> variants;
+  try {
+    variants = cb::parse_variant_list(o.modes, backend);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error("--modes", std::string(e.what()).substr(std::string("--modes: ").size()));
+  }
+  if (!o.inject_wrong_result.empty() &&
+      std::none_of(variants.begin(), variants.end(), [&](const cb::variant& v) { return v.name == o.inject_wrong_result; }))
+    throw usage_error("--inject-wrong-result", "'" + o.inject_wrong_result + "' is not among the modes that run");
+  if (!note.empty()) spdlog::info("{}", note);
+
+  cb::bench_options bo;
+  bo.reps = o.reps;
+  bo.warmup = o.warmup;
+  bo.budget_ms = o.budget_ms;
+  bo.scheduler.blocks = backend == "gpu" ? o.blocks : 0;
+  bo.scheduler.threads_per_block = o.threads;
+  bo.scheduler.policy = *canopy::parse_push_policy(o.push_policy);
+  bo.cpu_workers = backend == "cpu" && o.blocks > 0 ? o.blocks : o.cpu_workers;
+  bo.inject_wrong_result = o.inject_wrong_result;
+
+  cb::bench_engine engine(bo, [](const std::string& line) { spdlog::info("{}", line); });
+  if (backend == "gpu") engine.add_platform(cb::make_gpu_platform());
+  engine.add_platform(cb::make_host_platform());
+  stage total;
+  cb::bench_report report = engine.run(trees_list, variants, backend, note);
+  report.git_commit = first_line_of_command("git rev-parse --short=12 HEAD 2>/dev/null");
+  total.done("benchmark");
+
+  cb::print_table(report, std::cout);
+  std::cout.flush();
+  if (!o.json.empty()) write_file_atomically(o.json, [&](std::ostream& out) { cb::write_json(report, out); });
+  if (!o.csv.empty()) write_file_atomically(o.csv, [&](std::ostream& out) { cb::write_csv(report, out); });
+  if (!o.plot.empty()) {
+    if (!o.json.empty()) {
+      make_plot(o.json, stem, false);
+    } else {
+      const fs::path temp = fs::path(stem.string() + fmt::format(".json.tmp.{}", ::getpid()));
+      write_file_atomically(temp, [&](std::ostream& out) { cb::write_json(report, out); });
+      make_plot(temp, stem, true);
+      std::error_code ec;
+      fs::remove(temp, ec);
+    }
+  }
+  if (report.any_wrong_result()) return exit_mismatch;
+  if (report.any_run_failed()) return exit_failed;
+  return exit_ok;
+}
+
+}  // namespace
+
+command add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<bench_cli>();
+  auto* cmd = app.add_subcommand(
+      "bench",
+      "The benchmark by depth: the upward pass of complete octrees (or one adaptive tree) by every scheduler "
+      "mode and baseline, each result validated against the double-precision reference before it is timed "
+      "(median, min and max of --reps runs after warm-up). On the GPU when one is usable, else on the cpu "
+      "backend. Exit 0 done, 1 a result was wrong, 2 bad input, 3 a run failed");
+  cmd->add_option("--depths", o->depths, "complete octrees of these depths: a range and/or list, e.g. 1-8 or 3,5,7")
+      ->capture_default_str();
+  cmd->add_option("--per-leaf", o->per_leaf, "points in each leaf of the complete octrees")
+      ->check(CLI::Range(1, std::numeric_limits<int>::max()))
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed of the generated points")->capture_default_str();
+  cmd->add_option("--input", o->input, std::string("one adaptive tree instead of the complete ones: ") + input_help);
+  cmd->add_option("--dist", o->dist, "one adaptive tree of generated points instead: uniform, plummer or clusters "
+                                     "(with -n)");
+  cmd->add_option("-n,--count", o->count, "--dist: number of points (suffixes k, M, G are powers of 1000: 16M)")
+      ->transform(CLI::AsSizeValue(true))
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{std::numeric_limits<std::int32_t>::max()}));
+  add_tree_options(*cmd, o->tree);
+  cmd->add_option("--modes", o->modes,
+                  "comma list of what to run (default all): scheduler modes (mutex, fixed-queue, private-queues, "
+                  "all-threads, lockfree-tree, shared-queues, lockfree, continuation), GPU baselines (level-kernels, "
+                  "level-graph, last-arriver), reference, cpu:MODE (cpu = cpu:continuation), or modes, baselines, all");
+  cmd->add_option("--backend", o->backend, "where the scheduler modes run: gpu, cpu, or auto (gpu when a device is "
+                                           "usable, else cpu)")
+      ->check(CLI::IsMember({"gpu", "cpu", "auto"}))
+      ->capture_default_str();
+  cmd->add_option("--reps", o->reps, "timed runs per result (fewer than 20 only when asked for)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "untimed runs before the timed ones")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--budget-ms", o->budget_ms,
+                  "time one mode may spend on one tree (validation, warm-up and timed runs); a mode over it is "
+                  "reported as skipped (over budget) there and on every deeper tree")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  std::vector<std::string> policies;
+  for (const auto p : canopy::all_push_policies) policies.emplace_back(canopy::to_string(p));
+  cmd->add_option("--blocks", o->blocks, "gpu: blocks of the persistent kernel (0 = all co-resident); on --backend "
+                                         "cpu: worker threads")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "gpu: threads per block (a multiple of 32, <= 1024)")
+      ->check(CLI::Range(32, 1024))
+      ->capture_default_str();
+  cmd->add_option("--push-policy", o->push_policy, "which block's shared queue receives a ready task")
+      ->check(CLI::IsMember(policies))
+      ->capture_default_str();
+  cmd->add_option("--cpu-workers", o->cpu_workers, "worker threads of the cpu backend (0 = one per core)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--json", o->json, "also write the results as JSON to this file");
+  cmd->add_option("--csv", o->csv, "also write the results as CSV to this file");
+  cmd->add_option("--plot", o->plot, "also plot time against depth per mode (log scale) to F.png and F.svg, with "
+                                     "tools/plot/plot_bench.py (/usr/bin/python3 and matplotlib)");
+  cmd->add_option("--inject-wrong-result", o->inject_wrong_result,
+                  "testing: perturb this mode's result after it runs, to check that a wrong result fails")
+      ->group("");  // hidden: for the tests, not for users
+  cmd->footer("Examples:\n  canopy bench                                   # depths 1-8, every mode and baseline\n"
+              "  canopy bench --depths 3,5 --modes continuation,lockfree,level-graph --json r.json\n"
+              "  canopy bench --dist plummer -n 16M --max-leaf 32 --plot plummer\n"
+              "Without a CUDA device the scheduler modes run on the cpu backend (and it says so).");
+  return {cmd, [o, cmd] { return run_bench(*o, *cmd); }};
+}
+
+}  // namespace canopy::tool
