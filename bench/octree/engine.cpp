@@ -159,7 +159,7 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
         e.backend = variants[i].backend;
         e.baseline = variants[i].baseline;
         e.over_budget = true;
-        e.note = "over budget (since " + over_budget_at[i] + ")";
+        e.note = "over budget since " + over_budget_at[i];
         report.entries.push_back(std::move(e));
       }
       progress_(tc.label + ": every variant is over budget, tree not built");
@@ -203,7 +203,7 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
       };
       if (!over_budget_at[i].empty()) {
         e.over_budget = true;
-        e.note = "over budget (since " + over_budget_at[i] + ")";
+        e.note = "over budget since " + over_budget_at[i];
         finish("skipped, " + e.note);
         continue;
       }
