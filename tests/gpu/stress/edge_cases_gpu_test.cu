@@ -1,0 +1,52 @@
+// The octree edge cases of tests/cpu/stress/edge_cases_test.cpp through the GPU backend: empty,
+// one point, identical points, 1-ULP neighbours, denormals, near +-3e38, the depth limit; each
+// built, run in modes mutex, lockfree and continuation, and compared with the double reference.
+// (NaN, infinite values and depths beyond the limit are refused on the host before any device
+// work; the CPU test covers them.)
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "canopy/gpu_scheduler.cuh"
+#include "canopy/trees/device_octree.cuh"
+#include "canopy/trees/octree.hpp"
+#include "canopy/trees/reference.hpp"
+#include "canopy/trees/upward_pass.hpp"
+#include "edge_case_sets.hpp"
+#include "gpu_test.hpp"
+
+namespace {
+namespace ct = canopy::trees;
+using canopy::testing::edge_case;
+
+class EdgeCaseGpu : public canopy::test::gpu_test, public ::testing::WithParamInterface<edge_case> {};
+
+TEST_P(EdgeCaseGpu, SchedulerMatchesTheReference) {
+  const edge_case& c = GetParam();
+  const ct::octree tree = ct::build_octree(c.points, c.options);
+  ASSERT_NO_THROW(ct::check_invariants(tree));
+  const auto ref = ct::reference_upward_pass(tree);
+  ct::device_octree dtree(tree);
+  ct::device_payloads<float> payloads(tree.node_count());
+  const auto t = dtree.ref();
+  const ct::upward_ops<float> ops{t.points, t.first_child, t.child_count, t.point_begin, t.point_count, payloads.data()};
+  for (canopy::mode m : {canopy::mode::mutex, canopy::mode::lockfree, canopy::mode::continuation}) {
+    canopy::scheduler_options opt;
+    opt.mode = m;
+    canopy::gpu_scheduler sched(ct::make_upward_graph(tree), opt);
+    std::vector<ct::multipole<float>> poison(static_cast<std::size_t>(tree.node_count()));
+    for (auto& p : poison) p.count = 0xdeadbeef;
+    payloads.upload(poison);
+    const auto r = sched.run(ops);
+    ASSERT_TRUE(r.ok()) << canopy::to_string(m) << ": " << r.message;
+    const auto out = payloads.download();
+    const auto cmp = ct::compare_payloads<float>(tree, out, ref);
+    EXPECT_TRUE(cmp.within_tolerance) << canopy::to_string(m) << ": " << cmp.summary();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Octree, EdgeCaseGpu, ::testing::ValuesIn(canopy::testing::accepted_edge_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
