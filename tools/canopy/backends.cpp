@@ -2,6 +2,7 @@
 // both, the CPU backend, and dispatch to the GPU backend (backends_gpu.cu) when it is built.
 #include "backends.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,7 @@ canopy::scheduler_options to_scheduler_options(const backend_options& o) {
   if (o.blocks < 0) throw std::invalid_argument("--blocks must be >= 0");
   if (o.queue_capacity < 0) throw std::invalid_argument("--queue-capacity must be >= 0");
   if (!(o.deadline_ms > 0)) throw std::invalid_argument("--deadline-ms must be positive");
+  if (o.reps < 1) throw std::invalid_argument("--reps must be >= 1");
   s.mode = *m;
   s.policy = *p;
   s.blocks = o.blocks;
@@ -29,6 +31,15 @@ canopy::scheduler_options to_scheduler_options(const backend_options& o) {
   s.global_queue_capacity = o.queue_capacity;
   s.deadline = std::chrono::milliseconds(static_cast<long long>(o.deadline_ms));
   return s;
+}
+
+void summarise_times(std::vector<double> samples, backend_result& r) {
+  std::sort(samples.begin(), samples.end());
+  const std::size_t n = samples.size();
+  r.elapsed_us = n % 2 == 1 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
+  r.min_us = samples.front();
+  r.max_us = samples.back();
+  r.reps = static_cast<int>(n);
 }
 
 void throw_if_failed(const canopy::run_result& r, const std::string& backend) {
@@ -42,10 +53,15 @@ backend_result run_cpu(const canopy::trees::octree& tree, const backend_options&
   canopy::cpu_scheduler sched(canopy::trees::make_upward_graph(tree), opts);
   backend_result out;
   out.payloads.resize(static_cast<std::size_t>(tree.node_count()));
-  const auto start = std::chrono::steady_clock::now();
-  const auto r = sched.run(canopy::trees::host_upward_ops<float>(tree, out.payloads.data()));
-  out.elapsed_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  throw_if_failed(r, "cpu");
+  const auto ops = canopy::trees::host_upward_ops<float>(tree, out.payloads.data());
+  std::vector<double> samples;
+  for (int i = 0; i < options.reps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto r = sched.run(ops);
+    samples.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    throw_if_failed(r, "cpu");
+  }
+  summarise_times(std::move(samples), out);
   out.backend = "cpu";
   out.device = std::to_string(sched.worker_count()) + " CPU workers";
   return out;

@@ -10,38 +10,63 @@ namespace canopy::tool {
 
 bool gpu_available() { return canopy::gpu_available(); }
 
-backend_result run_gpu(const canopy::trees::octree& tree, const backend_options& options) {
+namespace {
+
+template <class Ops>
+backend_result run_with(const canopy::trees::octree& tree, const backend_options& options,
+                        canopy::trees::device_payloads<float>& payloads, const Ops& ops) {
   namespace ct = canopy::trees;
   const auto opts = to_scheduler_options(options);
-  ct::device_octree dtree(tree);
-  ct::device_payloads<float> payloads(tree.node_count());
   canopy::gpu_scheduler sched(ct::make_upward_graph(tree), opts);
-  const ct::octree_ref t = dtree.ref();
-  const ct::upward_ops<float> ops{t.points, t.first_child, t.child_count, t.point_begin, t.point_count, payloads.data()};
   // One untimed run first: module load, first-touch of the tree and the occupancy query stay out
   // of the reported time, which is then one warm launch plus synchronisation.
   throw_if_failed(sched.run(ops), "gpu");
   cudaEvent_t start, stop;
   canopy::detail::cuda_check(cudaEventCreate(&start), "cudaEventCreate");
   canopy::detail::cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
-  canopy::detail::cuda_check(cudaEventRecord(start), "cudaEventRecord");
-  const auto r = sched.run(ops);
-  canopy::detail::cuda_check(cudaEventRecord(stop), "cudaEventRecord");
-  canopy::detail::cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-  float ms = 0;
-  canopy::detail::cuda_check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+  std::vector<double> samples;
+  canopy::run_result r;
+  for (int i = 0; i < options.reps && r.ok(); ++i) {
+    canopy::detail::cuda_check(cudaEventRecord(start), "cudaEventRecord");
+    r = sched.run(ops);
+    canopy::detail::cuda_check(cudaEventRecord(stop), "cudaEventRecord");
+    canopy::detail::cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    canopy::detail::cuda_check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    samples.push_back(ms * 1000.0);
+  }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   throw_if_failed(r, "gpu");
+  // The payloads checked come from one more run into a poisoned buffer (all bits set: NaN
+  // payloads, count 2^32-1), so a run that skipped nodes cannot pass on an earlier run's results.
+  canopy::detail::cuda_check(cudaMemset(payloads.data(), 0xff, sizeof(ct::multipole<float>) * static_cast<std::size_t>(tree.node_count())),
+                             "cudaMemset");
+  throw_if_failed(sched.run(ops), "gpu");
   backend_result out;
   out.payloads = payloads.download();
   out.backend = "gpu";
   cudaDeviceProp prop{};
   canopy::detail::cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   out.device = std::string(prop.name) + ", " + std::to_string(sched.last_grid()) + " blocks x " +
-               std::to_string(opts.threads_per_block) + " threads, mode " + std::string(canopy::to_string(opts.mode));
-  out.elapsed_us = ms * 1000.0;
+               std::to_string(opts.threads_per_block) + " threads, " + std::to_string(Ops::group_size) +
+               " lanes per task, mode " + std::string(canopy::to_string(opts.mode));
+  summarise_times(std::move(samples), out);
   return out;
+}
+
+}  // namespace
+
+backend_result run_gpu(const canopy::trees::octree& tree, const backend_options& options) {
+  namespace ct = canopy::trees;
+  ct::device_octree dtree(tree);
+  ct::device_payloads<float> payloads(tree.node_count());
+  const ct::octree_ref t = dtree.ref();
+  return ct::with_upward_lanes(ct::upward_lanes(tree), [&](auto lanes) {
+    const ct::upward_ops<float, lanes()> ops{t.points, t.first_child, t.child_count, t.point_begin, t.point_count,
+                                              payloads.data()};
+    return run_with(tree, options, payloads, ops);
+  });
 }
 
 }  // namespace canopy::tool

@@ -14,7 +14,7 @@ struct scheduler_options {
   /// GPU: blocks of the persistent kernel, 0 = as many as can be co-resident (asking for more is
   /// an invalid_argument error, never a hang). CPU: worker threads, 0 = hardware threads.
   int blocks = 0;
-  int threads_per_block = 256;         ///< GPU only: a multiple of 32, at most 1024
+  int threads_per_block = 128;         ///< GPU only: a multiple of 32, at most 1024 (128: measured best on an H100, bench/RESULTS.md)
   std::int32_t global_queue_capacity = 0;  ///< 0 = the task count (enough for any run)
   std::int32_t shared_queue_capacity = 0;  ///< per block; 0 = 1024
   std::int32_t private_queue_capacity = 0; ///< per block, in shared memory; 0 = 256

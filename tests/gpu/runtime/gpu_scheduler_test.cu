@@ -111,6 +111,69 @@ TEST_P(GpuSchedulerModes, TinyQueuesForceEverySpillPath) {
   }
 }
 
+// The same oracle on lane groups (canopy/lane_group.cuh): the lanes split the predecessors, sum
+// with shuffles, lane 0 publishes; every lane counts itself in. Other lanes read predecessors'
+// values that other SMs wrote during the run, through L2 as the header asks.
+template <int G>
+struct group_sum_ops {
+  static constexpr int group_size = G;
+  const std::int32_t* pred_offsets;
+  const task_id* preds;
+  long long* value;
+  int* lanes;  // lanes that ran the task
+  __device__ void operator()(task_id) const {}  // never called on the GPU when the group operator exists
+  template <int L>
+  __device__ void operator()(task_id t, const canopy::lane_group<L>& g) const {
+    long long s = 0;
+    for (std::int32_t j = pred_offsets[t] + g.rank; j < pred_offsets[t + 1]; j += L) s += __ldcg(value + preds[j]);
+    s = canopy::group_sum(g, s);
+    if (g.rank == 0) value[t] = s + 1;
+    atomicAdd(lanes + t, 1);
+  }
+};
+
+template <int G>
+void check_groups(mode m) {
+  std::vector<canopy::task_graph> graphs;
+  graphs.push_back(canopy::task_graph::from_parents(canopy::testing::random_tree_parents(20000, 3)));
+  graphs.push_back(canopy::task_graph::from_edges(5000, canopy::testing::random_dag_edges(5000, 6, 78)));
+  const int expect_lanes = canopy::traits_of(m).block_fetch ? G : 1;  // warp-master modes use one lane
+  for (const auto& g : graphs) {
+    canopy::scheduler_options opt;
+    opt.mode = m;
+    opt.deadline = std::chrono::seconds(5);
+    canopy::gpu_scheduler probe(g, opt);
+    for (int blocks : {1, probe.max_blocks<group_sum_ops<G>>(m)}) {
+      opt.blocks = blocks;
+      canopy::gpu_scheduler s(g, opt);
+      canopy::test::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
+      canopy::test::device_buffer<task_id> preds{g.predecessors()};
+      canopy::test::device_buffer<long long> value{static_cast<std::size_t>(g.task_count())};
+      canopy::test::device_buffer<int> lanes{static_cast<std::size_t>(g.task_count())};
+      for (int rep = 0; rep < 2; ++rep) {
+        value.upload(std::vector<long long>(value.size(), -1));
+        lanes.fill_zero();
+        const auto r = s.run(group_sum_ops<G>{pred_offsets.data(), preds.data(), value.data(), lanes.data()});
+        const std::string what = std::string(canopy::to_string(m)) + " G=" + std::to_string(G) + " n=" +
+                                 std::to_string(g.task_count()) + " blocks=" + std::to_string(blocks);
+        ASSERT_TRUE(r.ok()) << what << ": " << r.message;
+        const auto expect = canopy::testing::serial_values(g);
+        const auto v = value.download();
+        const auto l = lanes.download();
+        for (task_id t = 0; t < g.task_count(); ++t) {
+          ASSERT_EQ(l[t], expect_lanes) << what << ": task " << t;
+          ASSERT_EQ(v[t], expect[t]) << what << ": task " << t;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(GpuSchedulerModes, LaneGroupsRunEachTaskOnceOnEveryLane) {
+  check_groups<4>(GetParam());
+  check_groups<32>(GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(AllModes, GpuSchedulerModes, ::testing::ValuesIn(canopy::all_modes), [](const auto& info) {
   std::string name(canopy::to_string(info.param));
   for (char& c : name)

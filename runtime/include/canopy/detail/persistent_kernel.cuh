@@ -6,6 +6,7 @@
 #include <cuda/atomic>
 
 #include "canopy/detail/scheduler_state.hpp"
+#include "canopy/lane_group.cuh"
 
 namespace canopy::detail {
 
@@ -39,29 +40,67 @@ __device__ inline void leave_run(const scheduler_ref& r) {
   }
 }
 
-/// Runs `t` and, in continuation mode, the chain of tasks it makes ready; other tasks it makes
-/// ready go to `stage` (atomic-tree modes). Locked-tree modes leave resolution to the caller.
-template <mode M, class Ops, class Stage>
-__device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_ref& r, task_id t, Stage&& stage) {
-  constexpr mode_traits T = traits_of(M);
-  while (t != no_task) {
-    ops(t);
-    if constexpr (!T.atomic_tree) return;
-    task_id next = no_task;
-    const int succs = resolve_successors<device_scope>(r.graph, t, [&](task_id s) {
-      if (T.continuation && next == no_task) next = s;
-      else stage(s);
-    });
-    if (succs == 0) sink_finished<device_scope>(r);
-    t = next;
+/// Ops that run each task on a lane group declare `group_size` (canopy/lane_group.cuh).
+template <class Ops>
+inline constexpr bool has_group_operator = requires { Ops::group_size; };
+
+template <class Ops>
+constexpr int group_size_of() {
+  if constexpr (has_group_operator<Ops>) {
+    constexpr int G = Ops::group_size;
+    static_assert(G == 1 || G == 2 || G == 4 || G == 8 || G == 16 || G == 32,
+                  "Ops::group_size must be 1, 2, 4, 8, 16 or 32");
+    return G;
+  } else {
+    return 1;
   }
 }
 
-/// Modes all-threads and later: the block master fetches a batch for the whole block, every
-/// thread runs one task, and the master pushes what the block made ready.
+template <class Ops, int G>
+__device__ __forceinline__ void invoke_task(const Ops& ops, task_id t, const lane_group<G>& g) {
+  if constexpr (has_group_operator<Ops>) ops(t, g);
+  else ops(t);
+}
+
+/// Runs `t` on group g and, in continuation mode when `climb` is set, the chain of tasks it makes
+/// ready; other tasks it makes ready go to `stage` (atomic-tree modes). Locked-tree modes leave
+/// resolution to the caller. Every lane of the group calls this with the same task; lane 0
+/// resolves.
+template <mode M, class Ops, int G, class Stage>
+__device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_ref& r, task_id t, const lane_group<G>& g,
+                                              bool climb, Stage&& stage) {
+  constexpr mode_traits T = traits_of(M);
+  while (t != no_task) {
+    invoke_task(ops, t, g);
+    if constexpr (!T.atomic_tree) return;
+    // The barrier orders every lane's writes before lane 0's release in arrive(); after lane 0's
+    // acquire the second barrier orders the other lanes' reads of the children after it.
+    g.sync();
+    task_id next = no_task;
+    if (g.rank == 0) {
+      const int succs = resolve_successors<device_scope>(r.graph, t, [&](task_id s) {
+        if (T.continuation && climb && next == no_task) next = s;
+        else stage(s);
+      });
+      if (succs == 0) sink_finished<device_scope>(r);
+    }
+    t = g.from_first(next);
+    g.sync();
+  }
+}
+
+/// Modes all-threads and later: the block master fetches a batch for the whole block, every lane
+/// group runs its share of it (a group is one thread unless Ops asks for more), and the master
+/// pushes what the block made ready.
 template <class Ops, mode M>
 __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
   constexpr mode_traits T = traits_of(M);
+  constexpr int G = group_size_of<Ops>();
+  // A group runs up to this many tasks of a batch, one after the other: bigger batches spread the
+  // master's fetch (one or more L2 round trips while the block waits) over more work. At most G,
+  // so that a batch still fits the blockDim.x entries of `batch`.
+  constexpr int tasks_per_group = G >= 4 ? 4 : G;
+  const lane_group<G> g = lane_group<G>::here();
   extern __shared__ task_id shared_tasks[];
   task_id* batch = shared_tasks;
   task_id* staged = batch + blockDim.x;
@@ -69,9 +108,13 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
   __shared__ int s_batch_size, s_staged;
   const int tid = static_cast<int>(threadIdx.x);
   const int worker = static_cast<int>(blockIdx.x);
+  const int groups = static_cast<int>(blockDim.x) / G;
+  const int group = tid / G;
+  const int batch_max = groups * tasks_per_group;
 
   local_ring priv{staged + stage_capacity, r.private_capacity, 0, 0};  // used by thread 0 only
   std::uint32_t tick = 0;
+  bool first_fetch = true;
   const std::uint64_t deadline = global_timer_ns() + r.budget_ns;
   if (tid == 0) s_staged = 0;
 
@@ -80,20 +123,27 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
       int n = 0;
       backoff idle{64, 2048};
       for (unsigned polls = 0;; ++polls) {
-        if (should_stop<device_scope>(r)) { n = -1; break; }
-        n = fetch_batch<device_scope, M>(r, worker, &priv, batch, static_cast<int>(blockDim.x));
+        if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { n = -1; break; }
+        // The first fetch of a run goes to the sources directly: every queue is still empty.
+        n = fetch_batch<device_scope, M>(r, worker, &priv, batch, batch_max, polls == 0 && first_fetch);
         if (n > 0) break;
         if ((polls & 15) == 15 && global_timer_ns() > deadline) { fail<device_scope>(r, status::timeout, no_task); n = -1; break; }
         if ((polls & 255) == 255 && abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); n = -1; break; }
         idle.pause();
       }
       s_batch_size = n;
+      first_fetch = false;
     }
     __syncthreads();
     const int n = s_batch_size;
     if (n < 0) break;
-    if (tid < n) {
-      execute_chain<M>(ops, r, batch[tid], [&](task_id s) {
+    // Continuation pays when the block has little else to do (the latency-bound top of a tree, small
+    // trees): the group runs the parent at once, no queue round trip. With a full batch the block
+    // is bandwidth-bound, and a group climbing alone would hold the whole block at the barrier
+    // below (on an H100 that made depth 8 1.4x slower than staging): then stage like `lockfree`.
+    const bool climb = n < groups;
+    for (int i = group; i < n; i += groups) {
+      execute_chain<M>(ops, r, batch[i], g, climb, [&](task_id s) {
         const int slot = cuda::atomic_ref<int, cuda::thread_scope_block>(s_staged).fetch_add(1, cuda::std::memory_order_relaxed);
         if (slot < stage_capacity) {
           staged[slot] = s;
@@ -187,7 +237,7 @@ __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
     block_idle = !__syncthreads_or(t != no_task);
     if (block_idle) idle.pause();
     else idle = backoff{64, 8192};
-    if (master && t != no_task) ops(t);         // 3. execute
+    if (master && t != no_task) invoke_task(ops, t, lane_group<1>::here());  // 3. execute
     __syncthreads();                            // 4.
     if (master && t != no_task) {               // 5. resolve and push
       task_id ready[8];
@@ -219,8 +269,16 @@ __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
   if (tid == 0) leave_run(r);
 }
 
+/// Registers per thread the kernel may use. The loop keeps queue state and an Ops payload (the
+/// octree's is 17 words) live at once; uncapped, nvcc gave it 72-96 registers, i.e. two blocks of
+/// 256 per SM. At 64 an H100 keeps twice the warps resident and the bandwidth-bound depth-8 pass
+/// ran 1.5-2.6x faster (bench/RESULTS.md). Define CANOPY_KERNEL_MAX_REGISTERS to change it.
+#ifndef CANOPY_KERNEL_MAX_REGISTERS
+#define CANOPY_KERNEL_MAX_REGISTERS 64
+#endif
+
 template <class Ops, mode M>
-__global__ void persistent_kernel(Ops ops, scheduler_ref r) {
+__global__ void __maxnreg__(CANOPY_KERNEL_MAX_REGISTERS) persistent_kernel(Ops ops, scheduler_ref r) {
   if constexpr (traits_of(M).block_fetch) block_fetch_loop<Ops, M>(ops, r);
   else warp_master_loop<Ops, M>(ops, r);
 }

@@ -226,11 +226,16 @@ inline void list_clear_host(run_counters& c) {
 
 // ---- batch fetch and push in the ring-based modes --------------------------------------------
 
-/// Fetches up to max tasks in pop order: private, own shared, sources, global.
+/// Fetches up to max tasks in pop order: private, own shared, sources, global. With
+/// `sources_first` (a worker's first fetch of a run, when every queue is known to be empty) the
+/// sources are tried before the queues, saving the queues' round trips.
 template <cuda::thread_scope S, mode M>
-CANOPY_HD int fetch_batch(const scheduler_ref& r, int worker, local_ring* priv, task_id* out, int max) {
+CANOPY_HD int fetch_batch(const scheduler_ref& r, int worker, local_ring* priv, task_id* out, int max,
+                          bool sources_first = false) {
   constexpr mode_traits T = traits_of(M);
   int n = 0;
+  if (sources_first) n = claim_sources<S>(r, out, max < r.source_chunk ? max : r.source_chunk);
+  if (n > 0) return n;
   if constexpr (T.private_queues) n += priv->try_pop(out, max);
   if constexpr (T.shared_queues)
     if (n < max) n += r.shared_ring<S>(worker).try_pop(out + n, max - n);

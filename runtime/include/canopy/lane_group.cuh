@@ -1,0 +1,93 @@
+// Lane groups: G consecutive lanes of one warp that run one task together.
+//
+// An Ops type may ask the GPU scheduler to run each task on a group of lanes instead of one thread
+// by declaring
+//
+//   static constexpr int group_size = 8;                      // 1, 2, 4, 8, 16 or 32
+//   template <int G>
+//   __device__ void operator()(canopy::task_id t, const canopy::lane_group<G>& g) const;
+//
+// Every lane of the group calls the operator with the same task, in convergence; the lanes split
+// the work (g.rank in 0..G-1) and combine it with shuffles. Whatever any lane wrote before
+// returning is visible to the tasks that depend on `t`, to every lane of their groups (the
+// scheduler synchronises the group around the dependency counter). Reads of data that other tasks
+// wrote during the same run should bypass L1 (`__ldcg`): the scheduler's acquire orders them, but
+// the lanes that did not perform the acquire themselves may otherwise find a line this SM cached
+// earlier (ArborX #574, Axom #307).
+//
+// The CPU backend and the `mutex` .. `private-queues` modes (only warp masters work) call the group
+// operator with G = 1, so one operator serves every mode; a scalar `operator()(task_id)` is still
+// needed for the CPU backend.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "canopy/lane_group.cuh is device code: include it from .cu files only"
+#endif
+
+namespace canopy {
+
+template <int G>
+struct lane_group {
+  static_assert(G == 1 || G == 2 || G == 4 || G == 8 || G == 16 || G == 32, "G must be a power of two <= 32");
+  static constexpr int size = G;
+  unsigned mask;  // the group's lanes in the warp
+  int rank;       // 0 .. G-1
+
+  /// The calling lane's group (blocks are one-dimensional with a multiple of 32 threads).
+  __device__ static lane_group here() {
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    lane_group g;
+    g.rank = lane & (G - 1);
+    g.mask = G == 32 ? 0xffffffffu : ((1u << G) - 1u) << (lane & ~(G - 1));
+    return g;
+  }
+  /// Converges the group; orders memory among its lanes (__syncwarp does, a shuffle does not).
+  __device__ void sync() const {
+    if constexpr (G > 1) __syncwarp(mask);
+  }
+  /// The value of lane rank ^ lane_mask.
+  template <class T>
+  __device__ T exchange(T value, int lane_mask) const {
+    if constexpr (G > 1) return __shfl_xor_sync(mask, value, lane_mask);
+    else return value;
+  }
+  /// Lane 0's value, in every lane.
+  template <class T>
+  __device__ T from_first(T value) const {
+    if constexpr (G > 1) return __shfl_sync(mask, value, 0, G);
+    else return value;
+  }
+  /// True in every lane if it is true in any.
+  __device__ bool any(bool p) const {
+    if constexpr (G > 1) return __any_sync(mask, p);
+    else return p;
+  }
+};
+
+/// Butterfly sum / min / max over the group: every lane ends with the same value.
+template <int G, class T>
+__device__ __forceinline__ T group_sum(const lane_group<G>& g, T v) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o /= 2) v += g.exchange(v, o);
+  return v;
+}
+template <int G, class T>
+__device__ __forceinline__ T group_min(const lane_group<G>& g, T v) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o /= 2) {
+    const T w = g.exchange(v, o);
+    v = w < v ? w : v;
+  }
+  return v;
+}
+template <int G, class T>
+__device__ __forceinline__ T group_max(const lane_group<G>& g, T v) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o /= 2) {
+    const T w = g.exchange(v, o);
+    v = v < w ? w : v;
+  }
+  return v;
+}
+
+}  // namespace canopy
