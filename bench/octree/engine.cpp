@@ -133,6 +133,8 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
   for (platform* p : used)
     for (platform_facts& f : p->facts(options_)) report.platforms.push_back(std::move(f));
 
+  // A platform that lost its device (a sticky CUDA error) runs nothing more; the others go on.
+  std::map<platform*, std::string> dead;
   // Once over budget, a variant stays skipped on every later tree; this says where it went over.
   std::vector<std::string> over_budget_at(variants.size());
   const double budget_us = options_.budget_ms * 1e3;
@@ -183,7 +185,9 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
     for (std::size_t i = 0; i < variants.size(); ++i) {
       if (!over_budget_at[i].empty()) continue;
       auto it = by_backend.find(variants[i].backend);
-      if (it == by_backend.end() || std::find(loaded.begin(), loaded.end(), it->second) != loaded.end()) continue;
+      if (it == by_backend.end() || dead.count(it->second) != 0 ||
+          std::find(loaded.begin(), loaded.end(), it->second) != loaded.end())
+        continue;
       t0 = std::chrono::steady_clock::now();
       it->second->load(tree, options_);
       loaded.push_back(it->second);
@@ -214,6 +218,18 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
         continue;
       }
       platform& p = *it->second;
+      if (const auto d = dead.find(&p); d != dead.end()) {
+        e.note = "not run: " + d->second;
+        finish("skipped, " + e.note);
+        continue;
+      }
+      // After a failure, a platform whose device is gone is marked so that nothing else runs on it.
+      auto check_health = [&] {
+        if (!p.healthy()) {
+          dead[&p] = "the " + v.backend + " device failed at " + tc.label + " " + v.name;
+          p.unload();
+        }
+      };
       const bool perturb = !options_.inject_wrong_result.empty() && options_.inject_wrong_result == v.name;
       auto over_budget = [&](const std::string& why) {
         e.status = entry_status::skipped;
@@ -234,6 +250,7 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
           e.status = entry_status::fail;
           e.note = std::string(canopy::to_string(first.code)) + ": " + first.message;
           finish("FAIL, " + e.note);
+          if (first.code == canopy::status::device_error) check_health();
           continue;
         }
         trees::comparison cmp = runner->check(tree, reference, perturb);
@@ -276,14 +293,11 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
         finish("ok, median " + human_us(s.median) + " (min " + human_us(s.min) + ", max " + human_us(s.max) + ", " +
                std::to_string(s.count) + " runs)");
       } catch (const std::exception& ex) {
-        if (!p.healthy()) {
-          for (platform* q : loaded) q->unload();
-          throw;
-        }
         e.status = entry_status::fail;
         e.wrong_result = false;
         e.note = ex.what();
         finish("FAIL, " + e.note);
+        check_health();
       }
     }
     for (platform* p : loaded) p->unload();

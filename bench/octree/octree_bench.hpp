@@ -227,8 +227,9 @@ class bench_engine {
   bool has_backend(std::string_view backend) const;
 
   /// Runs every variant on every tree, in order; `backend` and `backend_note` go into the report.
-  /// A variant whose backend has no platform is skipped with a note. Throws only when a platform
-  /// becomes unusable (platform::healthy) or a tree cannot be built.
+  /// A variant whose backend has no platform is skipped with a note; after a platform becomes
+  /// unusable (platform::healthy) its variants are skipped with a note, the others go on. Throws
+  /// only when a tree cannot be built or loaded.
   bench_report run(const std::vector<tree_case>& trees, const std::vector<variant>& variants,
                    const std::string& backend, const std::string& backend_note = {});
 

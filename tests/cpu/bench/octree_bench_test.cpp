@@ -255,10 +255,14 @@ class scripted_platform final : public cb::platform {
   }
   void unload() override {}
   std::unique_ptr<cb::pass_runner> runner(const cb::variant& v) override {
-    return std::make_unique<scripted_runner>(rule_(v.name, depth_), v.name, log_);
+    const script s = rule_(v.name, depth_);
+    if (s.code == canopy::status::device_error) alive_ = false;  // as a sticky CUDA error would
+    return std::make_unique<scripted_runner>(s, v.name, log_);
   }
+  bool healthy() override { return alive_; }
 
  private:
+  bool alive_ = true;
   rule rule_;
   script_log& log_;
   int depth_ = 0;
@@ -360,6 +364,29 @@ TEST(bench_engine, a_failed_run_is_a_failure_not_a_wrong_result) {
   EXPECT_FALSE(r.any_wrong_result());
   EXPECT_TRUE(r.any_run_failed());
   EXPECT_NE(r.entries[0].note.find("queue overflow"), std::string::npos) << r.entries[0].note;
+}
+
+TEST(bench_engine, a_lost_device_runs_nothing_more_and_the_rest_is_reported) {
+  script_log log;
+  auto rule = [](const std::string& v, int) {
+    return script{v == "crash" ? canopy::status::device_error : canopy::status::ok, 10, true};
+  };
+  cb::bench_engine engine(cb::bench_options{});
+  engine.add_platform(std::make_unique<scripted_platform>(rule, log));
+  int builds = 0;
+  const auto r = engine.run(complete_trees(1, 2, &builds),
+                            {{"crash", "cpu", false, canopy::mode::mutex}, {"after", "cpu", false, canopy::mode::lockfree}},
+                            "cpu");
+  ASSERT_EQ(r.entries.size(), 4u);
+  EXPECT_EQ(find(r, "depth 1", "crash").status, cb::entry_status::fail);
+  for (const auto& [t, m] : {std::pair{"depth 1", "after"}, {"depth 2", "crash"}, {"depth 2", "after"}}) {
+    const auto& e = find(r, t, m);
+    EXPECT_EQ(e.status, cb::entry_status::skipped) << t << " " << m;
+    EXPECT_NE(e.note.find("device failed at depth 1 crash"), std::string::npos) << e.note;
+  }
+  EXPECT_EQ(log.runs["after"], 0);
+  EXPECT_TRUE(r.any_run_failed());
+  EXPECT_FALSE(r.any_wrong_result());
 }
 
 TEST(bench_engine, a_backend_without_platform_is_skipped_with_a_reason) {
