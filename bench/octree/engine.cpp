@@ -289,7 +289,7 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
         e.median_us = s.median;
         e.min_us = s.min;
         e.max_us = s.max;
-        e.note = cmp.summary();
+        e.note = runner->detail().empty() ? cmp.summary() : runner->detail() + "; " + cmp.summary();
         finish("ok, median " + human_us(s.median) + " (min " + human_us(s.min) + ", max " + human_us(s.max) + ", " +
                std::to_string(s.count) + " runs)");
       } catch (const std::exception& ex) {

@@ -75,10 +75,10 @@ struct gpu_tree {
   std::optional<canopy::gpu_scheduler> sched;
   std::optional<baseline_runner> baselines;
 
-  trees::upward_ops<float> ops() const {
+  template <class Ops>
+  Ops ops() const {
     const trees::octree_ref t = tree.ref();
-    return trees::upward_ops<float>{t.points, t.first_child, t.child_count, t.point_begin, t.point_count,
-                                    payloads.data()};
+    return Ops{t.points, t.first_child, t.child_count, t.point_begin, t.point_count, payloads.data()};
   }
   // All bytes 0xff: NaN in every float and a count no node has, so a node a run skips cannot pass.
   void poison() const {
@@ -92,16 +92,23 @@ struct gpu_tree {
   }
 };
 
+// `Ops` is upward_ops<float, Lanes> with the lane count trees::upward_lanes picks for the tree, as
+// `canopy validate --backend gpu` runs it.
+template <class Ops>
 class scheduler_runner final : public pass_runner {
  public:
-  scheduler_runner(gpu_tree& t, canopy::mode m) : t_(t), mode_(m) {}
+  scheduler_runner(gpu_tree& t, canopy::mode m) : t_(t), mode_(m), ops_(t.ops<Ops>()) {}
 
   run_outcome run_once() override {
     t_.poison();
     t_.sched->set_mode(mode_);
     canopy::run_result r;
-    const double us = event_time_us([&] { r = t_.sched->run(t_.ops()); });
+    const double us = event_time_us([&] { r = t_.sched->run(ops_); });
     return run_outcome{r.code, r.message, us};
+  }
+  std::string detail() const override {
+    return std::to_string(t_.sched->last_grid()) + " blocks x " + std::to_string(t_.sched->options().threads_per_block) +
+           " threads, " + std::to_string(Ops::group_size) + " lanes per task";
   }
   trees::comparison check(const trees::octree&, std::span<const trees::multipole<double>> reference,
                           bool perturb) override {
@@ -109,10 +116,9 @@ class scheduler_runner final : public pass_runner {
   }
   summary time(int warmup, int reps) override {
     t_.sched->set_mode(mode_);
-    const auto ops = t_.ops();
     return to_summary(time_gpu(
         [&](cudaStream_t s) {
-          const canopy::run_result r = t_.sched->run(ops, s);
+          const canopy::run_result r = t_.sched->run(ops_, s);
           if (!r.ok()) throw std::runtime_error(std::string(canopy::to_string(r.code)) + " in a timed run: " + r.message);
         },
         timing_options{warmup, reps, nullptr}));
@@ -121,11 +127,13 @@ class scheduler_runner final : public pass_runner {
  private:
   gpu_tree& t_;
   canopy::mode mode_;
+  Ops ops_;
 };
 
 class baseline_pass_runner final : public pass_runner {
  public:
   baseline_pass_runner(gpu_tree& t, baseline_kind kind) : t_(t), kind_(kind) {}
+  std::string detail() const override { return std::to_string(t_.baselines->group_size()) + " lanes per node"; }
 
   run_outcome run_once() override {
     t_.poison();
@@ -202,7 +210,10 @@ class gpu_platform final : public platform {
   std::unique_ptr<pass_runner> runner(const variant& v) override {
     if (!tree_) throw std::logic_error("gpu platform: no tree loaded");
     if (v.backend != backend_gpu) throw std::invalid_argument("gpu platform: cannot run backend " + v.backend);
-    if (v.mode) return std::make_unique<scheduler_runner>(*tree_, *v.mode);
+    if (v.mode)
+      return trees::with_upward_lanes(trees::upward_lanes(*tree_->host), [&](auto lanes) -> std::unique_ptr<pass_runner> {
+        return std::make_unique<scheduler_runner<trees::upward_ops<float, decltype(lanes)::value>>>(*tree_, *v.mode);
+      });
     const baseline_kind kind = parse_baseline_kind(v.name);  // throws std::invalid_argument
     // Captured once per tree, on first use (the level graph bakes in the pointers).
     if (!tree_->baselines) tree_->baselines.emplace(tree_->tree, tree_->payloads);

@@ -192,6 +192,8 @@ class pass_runner {
                                   bool perturb) = 0;
   /// `warmup` untimed runs, then `reps` timed ones. Throws std::runtime_error when a run fails.
   virtual summary time(int warmup, int reps) = 0;
+  /// How it ran, for the note of a validated result (e.g. "528 blocks x 128 threads, 2 lanes per task").
+  virtual std::string detail() const { return {}; }
 };
 
 /// A machine the variants run on: loads a tree (uploads it), makes a runner per variant.

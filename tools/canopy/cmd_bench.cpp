@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "canopy/mode.hpp"
+#include "canopy/scheduler_options.hpp"
 #include "canopy/trees/generators.hpp"
 #include "commands.hpp"
 #include "common.hpp"
@@ -50,7 +51,7 @@ struct bench_cli {
   int warmup = 3;
   double budget_ms = 2000;
   int blocks = 0;
-  int threads = 256;
+  int threads = canopy::scheduler_options{}.threads_per_block;
   std::string push_policy = "round-robin";
   int cpu_workers = 0;
   std::string json, csv, plot;
