@@ -9,8 +9,8 @@
 // or, with a global queue too small for the graph, end in status::queue_overflow having run no
 // task twice and none early; the same scheduler must then run again cleanly with no leftovers.
 //
-// CANOPY_STRESS_SEEDS sets the number of seeds (default 10000; 500 under ThreadSanitizer, set at
-// build time); CANOPY_STRESS_FIRST_SEED the first one (to replay a failure: the failure message
+// CANOPY_STRESS_SEEDS sets the number of seeds (default 10000; 3000 under ThreadSanitizer and
+// under ASan, set at build time); CANOPY_STRESS_FIRST_SEED the first one (to replay a failure: the failure message
 // names its seed).
 #include <gtest/gtest.h>
 
