@@ -179,7 +179,7 @@ class QueueStress : public canopy::test::gpu_test {
 
   void run_global(std::uint64_t total, int capacity, const char* what) {
     const int threads = 256;
-    const int grid = std::min(co_resident(reinterpret_cast<const void*>(global_ring_kernel), threads, 0), 2 * sm_count());
+    const int grid = std::min(co_resident(reinterpret_cast<const void*>(global_ring_kernel), threads, 0), sm_count());
     ASSERT_GT(grid, 0);
     const std::uint64_t workers = static_cast<std::uint64_t>(grid) * threads;
     const std::uint64_t per_thread = (total + workers - 1) / workers;
