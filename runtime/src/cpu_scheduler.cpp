@@ -49,6 +49,7 @@ detail::scheduler_ref cpu_scheduler::make_ref() {
                                /*source_chunk*/ 32,
                                options_.policy,
                                counters_.get(),
+                               /*next_counters*/ nullptr,
                                report_.get(),
                                0};
 }

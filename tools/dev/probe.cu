@@ -28,19 +28,19 @@ double median_us(F&& f, int reps = 50) {
   return v[v.size() / 2];
 }
 
-template <int G>
+template <int G, int B = (G >= 8 ? 1 : 2)>
 void run_tree(const ct::octree& tree, const std::vector<ct::multipole<double>>& ref, ct::device_octree& d,
               ct::device_payloads<float>& out, canopy::mode m, int blocks, int threads, const char* name) {
   canopy::scheduler_options o; o.mode = m; o.blocks = blocks; o.threads_per_block = threads;
   canopy::gpu_scheduler s(ct::make_upward_graph(tree), o);
   const auto t = d.ref();
-  ct::upward_ops<float, G> ops{t.points, t.first_child, t.child_count, t.point_begin, t.point_count, out.data()};
+  ct::upward_ops<float, G, B> ops{t.points, t.first_child, t.child_count, t.point_begin, t.point_count, out.data()};
   cudaMemset(out.data(), 0xff, sizeof(ct::multipole<float>) * tree.node_count());
   auto r = s.run(ops);
   auto host = out.download();
   auto c = ct::compare_payloads<float>(tree, host, ref);
   double us = r.ok() && c.within_tolerance ? median_us([&] { s.run(ops); }, tree.node_count() > 1000000 ? 10 : 50) : -1;
-  std::printf("%-28s G=%d %-13s blocks %4d x %4d  %s  %10.1f us\n", name, G, canopy::to_string(m).data(), s.last_grid(), threads,
+  std::printf("%-20s G=%d B=%d %-13s blocks %4d x %4d  %s  %10.1f us\n", name, G, B, canopy::to_string(m).data(), s.last_grid(), threads,
               r.ok() ? (c.within_tolerance ? "ok  " : "BAD ") : "FAIL", us);
 }
 
@@ -82,13 +82,10 @@ int main(int argc, char** argv) {
         std::printf("%-28s %-30s %s %10.1f us\n", name, canopy::bench::to_string(k).data(), c.within_tolerance ? "ok " : "BAD", us);
       }
     }
-    for (canopy::mode m : {canopy::mode::lockfree, canopy::mode::continuation}) {
-      run_tree<1>(tree, ref, d, out, m, 0, 128, name);
-      run_tree<2>(tree, ref, d, out, m, 0, 128, name);
-      run_tree<4>(tree, ref, d, out, m, 0, 128, name);
-      run_tree<8>(tree, ref, d, out, m, 0, 128, name);
-      run_tree<2>(tree, ref, d, out, m, 0, 256, name);
-      run_tree<4>(tree, ref, d, out, m, 0, 256, name);
+    for (canopy::mode m : {canopy::mode::lockfree_tree, canopy::mode::lockfree, canopy::mode::continuation}) {
+      run_tree<2, 1>(tree, ref, d, out, m, 0, 128, name);
+      run_tree<2, 2>(tree, ref, d, out, m, 0, 128, name);
+      run_tree<4, 2>(tree, ref, d, out, m, 0, 128, name);
     }
   }
 }

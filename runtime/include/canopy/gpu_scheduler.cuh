@@ -124,8 +124,9 @@ class gpu_scheduler {
   task_id* locked_slots_ = nullptr;
   ring_header* shared_headers_ = nullptr;
   std::uint64_t* shared_slots_ = nullptr;
-  detail::run_counters* counters_ = nullptr;
-  detail::run_report* report_ = nullptr;  // mapped pinned host memory
+  detail::run_counters* counters_ = nullptr;  // two sets: runs alternate, each resets the other's
+  int parity_ = 0;                            // the set the next run uses
+  detail::run_report* report_ = nullptr;      // mapped pinned host memory
   detail::run_report* report_device_ = nullptr;
   int last_grid_ = -1;
   bool need_full_reset_ = false;
@@ -170,7 +171,7 @@ inline gpu_scheduler::gpu_scheduler(const task_graph& graph, const scheduler_opt
     locked_slots_ = detail::device_alloc<task_id>(static_cast<std::size_t>(global_capacity_));
     shared_headers_ = detail::device_alloc<ring_header>(static_cast<std::size_t>(max_workers_));
     shared_slots_ = detail::device_alloc<std::uint64_t>(static_cast<std::size_t>(max_workers_) * static_cast<std::size_t>(shared_capacity_));
-    counters_ = detail::device_alloc<detail::run_counters>(1);
+    counters_ = detail::device_alloc<detail::run_counters>(2);
     detail::cuda_check(cudaHostAlloc(&report_, sizeof(detail::run_report), cudaHostAllocMapped), "cudaHostAlloc");
     *report_ = detail::run_report{0, no_task, 0, 0};
     detail::cuda_check(cudaHostGetDevicePointer(&report_device_, report_, 0), "cudaHostGetDevicePointer");
@@ -200,6 +201,7 @@ inline gpu_scheduler& gpu_scheduler::operator=(gpu_scheduler&& o) noexcept {
   shared_headers_ = std::exchange(o.shared_headers_, nullptr);
   shared_slots_ = std::exchange(o.shared_slots_, nullptr);
   counters_ = std::exchange(o.counters_, nullptr);
+  parity_ = o.parity_;
   report_ = std::exchange(o.report_, nullptr);
   report_device_ = std::exchange(o.report_device_, nullptr);
   last_grid_ = o.last_grid_;
@@ -243,14 +245,17 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid) const {
                                private_capacity_,
                                chunk,
                                options_.policy,
-                               counters_,
+                               counters_ + parity_,
+                               counters_ + (1 - parity_),
                                report_device_,
                                static_cast<std::uint64_t>(options_.deadline.count()) * 1000000ull};
 }
 
 inline void gpu_scheduler::reset_state(int grid, bool full, cudaStream_t stream) {
-  const auto c = detail::run_counters::initial(graph_.sink_count(), grid);
-  detail::cuda_check(cudaMemcpyAsync(counters_, &c, sizeof c, cudaMemcpyHostToDevice, stream), "reset counters");
+  const detail::run_counters c[2] = {detail::run_counters::initial(graph_.sink_count(), grid),
+                                     detail::run_counters::initial(graph_.sink_count(), grid)};
+  detail::cuda_check(cudaMemcpyAsync(counters_, c, sizeof c, cudaMemcpyHostToDevice, stream), "reset counters");
+  parity_ = 0;
   if (full) {
     const ring_header g = ring_header::empty(global_capacity_);
     detail::cuda_check(cudaMemcpyAsync(global_header_, &g, sizeof g, cudaMemcpyHostToDevice, stream), "reset queue");
@@ -340,14 +345,17 @@ inline run_result gpu_scheduler::finish(int grid, cudaStream_t stream) {
   run_result r;
   r.code = static_cast<status>(report_->code);
   r.task = report_->task;
-  if (r.ok()) return r;
+  if (r.ok()) {
+    parity_ = 1 - parity_;  // this run reset the other set for the next one
+    return r;
+  }
   need_full_reset_ = true;
   if (r.code == status::timeout) {
     std::vector<std::int32_t> pending(graph_.dependency_count().size());
     detail::cuda_check(cudaMemcpy(pending.data(), pending_, pending.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost),
                        "read counters");
     detail::run_counters c = detail::run_counters::initial(0, 0);
-    detail::cuda_check(cudaMemcpy(&c, counters_, sizeof c, cudaMemcpyDeviceToHost), "read counters");
+    detail::cuda_check(cudaMemcpy(&c, counters_ + parity_, sizeof c, cudaMemcpyDeviceToHost), "read counters");
     r.task = graph_.find_stuck_task(pending);
     r.message = "deadline of " + std::to_string(options_.deadline.count()) + " ms passed; task " + std::to_string(r.task) +
                 " never became ready (" + std::to_string(c.sinks_left) + " of " + std::to_string(graph_.sink_count()) +

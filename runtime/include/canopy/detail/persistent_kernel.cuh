@@ -24,20 +24,53 @@ __host__ __device__ constexpr std::size_t kernel_shared_bytes(int threads, int p
   return sizeof(task_id) * (2 * static_cast<std::size_t>(threads) + static_cast<std::size_t>(private_capacity));
 }
 
-/// Leaving a run: the last block out publishes the result to the host and resets the counters, so
-/// the next launch needs no memset. A failed run is reset by the host instead.
-__device__ inline void leave_run(const scheduler_ref& r) {
-  cuda::atomic_ref<std::int32_t, device_scope> left(r.counters->workers_left);
-  if (left.fetch_sub(1, cuda::std::memory_order_acq_rel) != 1) return;
-  run_counters& c = *r.counters;
-  cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->task).store(c.failed_task, cuda::std::memory_order_relaxed);
-  cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->code).store(c.code, cuda::std::memory_order_relaxed);
-  if (c.code == 0) {
-    c.source_cursor = 0;
-    c.sinks_left = r.graph.sink_count;
-    c.stop = 0;
-    c.workers_left = static_cast<std::int32_t>(gridDim.x);
+/// Entering a run: block 0 resets the counters of the *next* run (the host alternates between two
+/// sets). No block of the previous run, which used them, is still running, and none of this run
+/// touches them, so consecutive runs need neither a memset nor a last-block-out handshake (which
+/// cost a serialised atomic per block at the end of every run). A failed run is reset by the host.
+__device__ inline void prepare_next_run(const scheduler_ref& r) {
+  if (blockIdx.x != 0 || threadIdx.x != 0 || r.next_counters == nullptr) return;
+  run_counters& c = *r.next_counters;
+  c.stop = 0;
+  c.source_cursor = 0;
+  c.sinks_left = r.graph.sink_count;
+}
+
+/// A block's batch: `queued` tasks in the shared batch array, then `sources` consecutive entries of
+/// graph.sources from `source_first`. Sources are handed over as a range so that the master does
+/// not copy thousands of ids one by one while the block waits; each group reads its own.
+struct block_batch {
+  int queued;
+  int sources;
+  std::uint32_t source_first;
+  __device__ int size() const { return queued + sources; }
+  __device__ task_id at(const scheduler_ref& r, const task_id* batch, int i) const {
+    return i < queued ? batch[i] : r.graph.sources[source_first + static_cast<std::uint32_t>(i - queued)];
   }
+};
+
+/// The master's fetch, in pop order: private, own shared, sources, global (the first fetch of a
+/// run goes to the sources directly: every queue is still empty).
+template <mode M>
+__device__ block_batch fetch_block_batch(const scheduler_ref& r, int worker, local_ring* priv, task_id* out, int max,
+                                         bool first) {
+  constexpr mode_traits T = traits_of(M);
+  block_batch b{0, 0, 0};
+  if (!first) {
+    if constexpr (T.private_queues) b.queued += priv->try_pop(out, max);
+    if constexpr (T.shared_queues)
+      if (b.queued < max) b.queued += r.shared_ring<device_scope>(worker).try_pop(out + b.queued, max - b.queued);
+  }
+  if (b.queued < max) {
+    const int want = max - b.queued < r.source_chunk ? max - b.queued : r.source_chunk;
+    b.sources = claim_source_range<device_scope>(r, want, !first, &b.source_first);
+  }
+  if (b.size() < max) {
+    const int room = max - b.size();
+    if constexpr (T.lockfree_global) b.queued += r.global_ring<device_scope>().try_pop(out + b.queued, room);
+    else b.queued += locked_pop<device_scope>(r, out + b.queued, room);
+  }
+  return b;
 }
 
 /// Ops that run each task on a lane group declare `group_size` (canopy/lane_group.cuh).
@@ -105,7 +138,8 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
   task_id* batch = shared_tasks;
   task_id* staged = batch + blockDim.x;
   const int stage_capacity = static_cast<int>(blockDim.x);
-  __shared__ int s_batch_size, s_staged;
+  __shared__ block_batch s_batch;
+  __shared__ int s_staged, s_left;
   const int tid = static_cast<int>(threadIdx.x);
   const int worker = static_cast<int>(blockIdx.x);
   const int groups = static_cast<int>(blockDim.x) / G;
@@ -120,61 +154,79 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
 
   for (;;) {
     if (tid == 0) {
-      int n = 0;
+      block_batch b{0, 0, 0};
       backoff idle{64, 2048};
       for (unsigned polls = 0;; ++polls) {
-        if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { n = -1; break; }
-        // The first fetch of a run goes to the sources directly: every queue is still empty.
-        n = fetch_batch<device_scope, M>(r, worker, &priv, batch, batch_max, polls == 0 && first_fetch);
-        if (n > 0) break;
-        if ((polls & 15) == 15 && global_timer_ns() > deadline) { fail<device_scope>(r, status::timeout, no_task); n = -1; break; }
-        if ((polls & 255) == 255 && abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); n = -1; break; }
+        if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { b.queued = -1; break; }
+        b = fetch_block_batch<M>(r, worker, &priv, batch, batch_max, polls == 0 && first_fetch);
+        if (b.size() > 0) break;
+        if ((polls & 15) == 15 && global_timer_ns() > deadline) { fail<device_scope>(r, status::timeout, no_task); b.queued = -1; break; }
+        if ((polls & 255) == 255 && abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); b.queued = -1; break; }
         idle.pause();
       }
-      s_batch_size = n;
+      s_batch = b;
       first_fetch = false;
     }
     __syncthreads();
-    const int n = s_batch_size;
-    if (n < 0) break;
+    if (s_batch.queued < 0) break;
+    block_batch cur = s_batch;
+    const int n = cur.size();
     // Continuation pays when the block has little else to do (the latency-bound top of a tree, small
     // trees): the group runs the parent at once, no queue round trip. With a full batch the block
     // is bandwidth-bound, and a group climbing alone would hold the whole block at the barrier
-    // below (on an H100 that made depth 8 1.4x slower than staging): then stage like `lockfree`.
-    const bool climb = n < groups;
-    for (int i = group; i < n; i += groups) {
-      execute_chain<M>(ops, r, batch[i], g, climb, [&](task_id s) {
-        const int slot = cuda::atomic_ref<int, cuda::thread_scope_block>(s_staged).fetch_add(1, cuda::std::memory_order_relaxed);
-        if (slot < stage_capacity) {
-          staged[slot] = s;
-        } else if (!(T.lockfree_global ? r.global_ring<device_scope>().try_push(s)
-                                       : locked_push<device_scope>(r, &s, 1) == 1)) {
-          // A DAG task made more tasks ready than the staging area holds: straight to global.
-          fail<device_scope>(r, status::queue_overflow, s);
-        }
-      });
-    }
-    __syncthreads();
-    if (tid == 0) {
-      int k = s_staged < stage_capacity ? s_staged : stage_capacity;
-      if constexpr (!T.atomic_tree) {
-        // all-threads: the master resolves the whole batch under one hold of the tree mutex.
-        spin_mutex_ref<device_scope> m{&r.counters->tree_mutex};
-        scoped_lock lock(m);
-        for (int i = 0; i < n; ++i) {
-          const int succs = resolve_successors<device_scope>(r.graph, batch[i], [&](task_id s) {
-            if (k < stage_capacity) staged[k++] = s;
-            else if (locked_push<device_scope>(r, &s, 1) != 1) fail<device_scope>(r, status::queue_overflow, s);
-          });
-          if (succs == 0) sink_finished<device_scope>(r);
-        }
+    // below (on an H100 that made depth 8 1.4x slower than staging): then it stages like
+    // `lockfree`, and whatever finds no room in the queues the block runs itself right away
+    // (second pass, climbing), so continuation never needs queue space for a tree.
+    bool climb = n < groups;
+    for (int todo = n;;) {
+      for (int i = group; i < todo; i += groups) {
+        execute_chain<M>(ops, r, cur.at(r, batch, i), g, climb, [&](task_id s) {
+          const int slot = cuda::atomic_ref<int, cuda::thread_scope_block>(s_staged).fetch_add(1, cuda::std::memory_order_relaxed);
+          if (slot < stage_capacity) {
+            staged[slot] = s;
+          } else if (!(T.lockfree_global ? r.global_ring<device_scope>().try_push(s)
+                                         : locked_push<device_scope>(r, &s, 1) == 1)) {
+            // A DAG task made more tasks ready than the staging area holds: straight to global.
+            fail<device_scope>(r, status::queue_overflow, s);
+          }
+        });
       }
-      if (k > 0) push_batch<device_scope, M>(r, worker, &priv, tick, staged, k);
-      s_staged = 0;
+      __syncthreads();
+      if (tid == 0) {
+        int k = s_staged < stage_capacity ? s_staged : stage_capacity;
+        int left = 0;
+        if constexpr (!T.atomic_tree) {
+          // all-threads: the master resolves the whole batch under one hold of the tree mutex.
+          spin_mutex_ref<device_scope> m{&r.counters->tree_mutex};
+          scoped_lock lock(m);
+          for (int i = 0; i < todo; ++i) {
+            const int succs = resolve_successors<device_scope>(r.graph, cur.at(r, batch, i), [&](task_id s) {
+              if (k < stage_capacity) staged[k++] = s;
+              else if (locked_push<device_scope>(r, &s, 1) != 1) fail<device_scope>(r, status::queue_overflow, s);
+            });
+            if (succs == 0) sink_finished<device_scope>(r);
+          }
+        }
+        if (k > 0) {
+          if (T.continuation && !climb) {
+            // Every thread is past the barrier above, done with `batch`: the rest goes there.
+            const int done = push_some<device_scope, M>(r, worker, &priv, tick, staged, k);
+            for (int i = done; i < k; ++i) batch[left++] = staged[i];
+          } else {
+            push_batch<device_scope, M>(r, worker, &priv, tick, staged, k);
+          }
+        }
+        s_staged = 0;
+        s_left = left;  // not s_batch: thread 0 may be fetching into it before all have read this
+      }
+      __syncthreads();
+      todo = s_left;
+      if (todo == 0) break;
+      cur = block_batch{todo, 0, 0};  // the leftovers, in `batch`
+      climb = true;
     }
     // The next fetch overwrites `batch` only after every thread passed the barrier above.
   }
-  if (tid == 0) leave_run(r);
 }
 
 /// Modes mutex, fixed-queue and private-queues: only warp masters work, each on one task:
@@ -266,7 +318,6 @@ __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
     __syncthreads();
     if (s_stop) break;
   }
-  if (tid == 0) leave_run(r);
 }
 
 /// Registers per thread the kernel may use. The loop keeps queue state and an Ops payload (the
@@ -279,6 +330,7 @@ __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
 
 template <class Ops, mode M>
 __global__ void __maxnreg__(CANOPY_KERNEL_MAX_REGISTERS) persistent_kernel(Ops ops, scheduler_ref r) {
+  prepare_next_run(r);
   if constexpr (traits_of(M).block_fetch) block_fetch_loop<Ops, M>(ops, r);
   else warp_master_loop<Ops, M>(ops, r);
 }

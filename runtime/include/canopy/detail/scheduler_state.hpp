@@ -38,7 +38,7 @@ struct alignas(128) run_counters {
   alignas(128) std::int32_t stop;            // set once complete or failed: every worker leaves
   alignas(128) std::uint32_t source_cursor;  // next index into graph.sources to claim
   alignas(128) std::int32_t sinks_left;      // the run is complete when this reaches zero
-  std::int32_t workers_left;                 // workers still inside the run
+  std::int32_t workers_left;                 // unused by the kernel since runs alternate counter sets
   std::int32_t code;                         // canopy::status of the run, first failure wins
   task_id failed_task;                       // the task the failure concerns
   alignas(128) int tree_mutex;               // locked modes: guards every dependency counter
@@ -58,9 +58,10 @@ struct alignas(128) run_counters {
 };
 
 /// Result a run leaves for the host (mapped pinned memory on the GPU, so reading it after the
-/// kernel needs no copy; the last worker to leave copies it from run_counters with plain stores,
-/// since read-modify-write atomics on mapped host memory are not atomic on every platform).
-/// `abort_requested` is written by the host while the run goes on.
+/// kernel needs no copy). The host clears it before a run; only a failure writes it (fail(), with
+/// plain system-scope stores, since read-modify-write atomics on mapped host memory are not atomic
+/// on every platform), so a successful run sends nothing over the bus. `abort_requested` is
+/// written by the host while the run goes on.
 struct run_report {
   std::int32_t code;  // canopy::status
   std::int32_t task;
@@ -81,6 +82,7 @@ struct scheduler_ref {
   std::int32_t source_chunk;  // sources claimed per fetch
   push_policy policy;
   run_counters* counters;
+  run_counters* next_counters;  // GPU: the next run's counters, reset during this run (else nullptr)
   run_report* report;
   std::uint64_t budget_ns;  // deadline, relative to each worker's start
 
@@ -98,8 +100,14 @@ template <cuda::thread_scope S>
 CANOPY_HD void fail(const scheduler_ref& r, status code, task_id t) {
   cuda::atomic_ref<std::int32_t, S> c(r.counters->code);
   std::int32_t expected = 0;
-  if (c.compare_exchange_strong(expected, static_cast<std::int32_t>(code), cuda::std::memory_order_relaxed))
+  if (c.compare_exchange_strong(expected, static_cast<std::int32_t>(code), cuda::std::memory_order_relaxed)) {
     cuda::atomic_ref<task_id, S>(r.counters->failed_task).store(t, cuda::std::memory_order_relaxed);
+    // The host reads the report after the run (on the GPU: mapped host memory, read after the
+    // kernel has completed). A successful run writes nothing there: the host clears it first.
+    cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->task).store(t, cuda::std::memory_order_relaxed);
+    cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->code).store(static_cast<std::int32_t>(code),
+                                                                                    cuda::std::memory_order_relaxed);
+  }
   cuda::atomic_ref<std::int32_t, S>(r.counters->stop).store(1, cuda::std::memory_order_release);
 }
 
@@ -122,18 +130,28 @@ CANOPY_HD void sink_finished(const scheduler_ref& r) {
     cuda::atomic_ref<std::int32_t, S>(r.counters->stop).store(1, cuda::std::memory_order_release);
 }
 
-/// Claims up to `max` consecutive sources with one atomic. The cursor is read first so that idle
-/// workers polling an exhausted range do not keep incrementing it.
+/// Claims up to `max` consecutive sources with one atomic: graph.sources[*first .. *first + n),
+/// n returned. The cursor is read first so that idle workers polling an exhausted range do not
+/// keep incrementing it (`look` = false skips that on a worker's first claim of a run, when the
+/// range is most likely not exhausted).
 template <cuda::thread_scope S>
-CANOPY_HD int claim_sources(const scheduler_ref& r, task_id* out, int max) {
+CANOPY_HD int claim_source_range(const scheduler_ref& r, int max, bool look, std::uint32_t* first) {
   cuda::atomic_ref<std::uint32_t, S> cursor(r.counters->source_cursor);
   const auto total = static_cast<std::uint32_t>(r.graph.source_count);
-  if (max <= 0 || cursor.load(cuda::std::memory_order_relaxed) >= total) return 0;
-  const std::uint32_t first = cursor.fetch_add(static_cast<std::uint32_t>(max), cuda::std::memory_order_relaxed);
-  if (first >= total) return 0;
-  const std::uint32_t n = total - first < static_cast<std::uint32_t>(max) ? total - first : static_cast<std::uint32_t>(max);
-  for (std::uint32_t i = 0; i < n; ++i) out[i] = r.graph.sources[first + i];
-  return static_cast<int>(n);
+  if (max <= 0 || (look && cursor.load(cuda::std::memory_order_relaxed) >= total)) return 0;
+  const std::uint32_t f = cursor.fetch_add(static_cast<std::uint32_t>(max), cuda::std::memory_order_relaxed);
+  if (f >= total) return 0;
+  *first = f;
+  return static_cast<int>(total - f < static_cast<std::uint32_t>(max) ? total - f : static_cast<std::uint32_t>(max));
+}
+
+/// claim_source_range, copying the claimed ids to out.
+template <cuda::thread_scope S>
+CANOPY_HD int claim_sources(const scheduler_ref& r, task_id* out, int max, bool look = true) {
+  std::uint32_t first = 0;
+  const int n = claim_source_range<S>(r, max, look, &first);
+  for (int i = 0; i < n; ++i) out[i] = r.graph.sources[first + static_cast<std::uint32_t>(i)];
+  return n;
 }
 
 // ---- the locked global ring (modes fixed-queue .. shared-queues) ----------------------------
@@ -234,7 +252,7 @@ CANOPY_HD int fetch_batch(const scheduler_ref& r, int worker, local_ring* priv, 
                           bool sources_first = false) {
   constexpr mode_traits T = traits_of(M);
   int n = 0;
-  if (sources_first) n = claim_sources<S>(r, out, max < r.source_chunk ? max : r.source_chunk);
+  if (sources_first) n = claim_sources<S>(r, out, max < r.source_chunk ? max : r.source_chunk, false);
   if (n > 0) return n;
   if constexpr (T.private_queues) n += priv->try_pop(out, max);
   if constexpr (T.shared_queues)
@@ -247,12 +265,11 @@ CANOPY_HD int fetch_batch(const scheduler_ref& r, int worker, local_ring* priv, 
   return n;
 }
 
-/// Pushes n ready tasks in push order: private, a shared queue (own, or picked by the policy),
-/// global. Returns false, and reports QueueOverflow naming the first task that found no room,
-/// when the global queue is full too.
+/// Pushes up to n ready tasks in push order: private, a shared queue (own, or picked by the
+/// policy), global. Returns how many found room (in order: in[0 .. returned) are queued).
 template <cuda::thread_scope S, mode M>
-CANOPY_HD bool push_batch(const scheduler_ref& r, int worker, local_ring* priv, std::uint32_t& tick, const task_id* in,
-                          int n) {
+CANOPY_HD int push_some(const scheduler_ref& r, int worker, local_ring* priv, std::uint32_t& tick, const task_id* in,
+                        int n) {
   constexpr mode_traits T = traits_of(M);
   int done = 0;
   if constexpr (T.private_queues) done += priv->try_push(in, n);
@@ -272,6 +289,15 @@ CANOPY_HD bool push_batch(const scheduler_ref& r, int worker, local_ring* priv, 
     if constexpr (T.lockfree_global) done += r.global_ring<S>().try_push(in + done, n - done);
     else done += locked_push<S>(r, in + done, n - done);
   }
+  return done;
+}
+
+/// push_some for all n; when the global queue is full too, reports QueueOverflow naming the first
+/// task that found no room and returns false.
+template <cuda::thread_scope S, mode M>
+CANOPY_HD bool push_batch(const scheduler_ref& r, int worker, local_ring* priv, std::uint32_t& tick, const task_id* in,
+                          int n) {
+  const int done = push_some<S, M>(r, worker, priv, tick, in, n);
   if (done < n) {
     fail<S>(r, status::queue_overflow, in[done]);
     return false;

@@ -22,7 +22,9 @@ namespace canopy::trees {
 /// Views of the tree arrays (host or device memory) and the output payloads.
 /// `Lanes`: the lane group that runs one node on the GPU (group_multipole.cuh); the CPU backend
 /// and the warp-master modes use one thread whatever it says.
-template <class T, int Lanes = 2>
+/// `MergeBatch`: children a lane loads before merging them (1, 2 or 4, at most 8 / Lanes); more
+/// loads in flight shorten each level of the climb, each held payload costs 17 registers.
+template <class T, int Lanes = 2, int MergeBatch = (Lanes >= 8 ? 1 : 2)>
 struct upward_ops {
   static constexpr int group_size = Lanes;
 
@@ -57,7 +59,8 @@ struct upward_ops {
         r = group_p2m(g, points + __ldg(point_begin + node), __ldg(point_count + node));
       } else {
         // Children were written during this run by other SMs: read them through L2.
-        r = group_merge<G, 1>(g, payload + __ldg(first_child + node), children, load_through_l2{});
+        constexpr int batch = MergeBatch < children_per_lane<G> ? MergeBatch : children_per_lane<G>;
+        r = group_merge<G, batch>(g, payload + __ldg(first_child + node), children, load_through_l2{});
       }
       if (g.rank == 0) payload[node] = r;
     }
