@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,9 +27,13 @@ struct atomics_lab_options {
   std::string plot_path;                 ///< when non-empty, run plot_command to draw the JSON there
   /// Command run when plot_path is set; {json} and {plot} are replaced by the (quoted) paths. The
   /// JSON is written to json_path, or next to the plot as <plot_path>.json when json_path is empty.
-  std::string plot_command = "python3 tools/plot/plot_bench.py {json} -o {plot}";
+  /// The default draws PNG and SVG with tools/plot/plot_atomics.py (run from the source tree).
+  std::string plot_command = "/usr/bin/python3 tools/plot/plot_atomics.py {json} -o {plot}";
   int device = 0;
   bool quiet = false;                    ///< no progress lines, only the table
+  /// Where progress lines go when set (`canopy bench atomics` sends them to its logger on stderr);
+  /// unset: stdout. Not called under quiet.
+  std::function<void(const std::string&)> progress;
 };
 
 /// All experiment names, in the order they run.

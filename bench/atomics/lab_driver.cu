@@ -22,7 +22,11 @@ const std::vector<std::string>& atomics_lab_experiments() {
 namespace lab {
 
 void context::progress(const std::string& line) const {
-  if (!options.quiet) std::cout << line << std::endl;
+  if (options.quiet) return;
+  if (options.progress)
+    options.progress(line);
+  else
+    std::cout << line << std::endl;
 }
 
 namespace {

@@ -341,7 +341,8 @@ command add_bench_command(CLI::App& app) {
               "  canopy bench --depths 3,5 --modes continuation,lockfree,level-graph --json r.json\n"
               "  canopy bench --dist plummer -n 16M --max-leaf 32 --plot plummer\n"
               "Without a CUDA device the scheduler modes run on the cpu backend (and it says so).");
-  return {cmd, [o, cmd] { return run_bench(*o, *cmd); }};
+  const command atomics = add_bench_atomics_command(*cmd);  // `canopy bench atomics`: the atomics lab
+  return {cmd, [o, cmd, atomics] { return atomics.first->parsed() ? atomics.second() : run_bench(*o, *cmd); }};
 }
 
 }  // namespace canopy::tool

@@ -21,5 +21,7 @@ command add_validate_command(CLI::App& app);
 command add_dot_command(CLI::App& app);
 command add_run_dag_command(CLI::App& app);
 command add_bench_command(CLI::App& app);
+/// `canopy bench atomics` (cmd_bench_atomics.cpp), registered by add_bench_command on its command.
+command add_bench_atomics_command(CLI::App& bench);
 
 }  // namespace canopy::tool
