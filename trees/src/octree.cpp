@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -126,7 +127,8 @@ struct extent {
   std::size_t first_bad = std::numeric_limits<std::size_t>::max();
 };
 
-// Bounding box of the points, and the first point with a non-finite coordinate or mass.
+// Bounding box of the points, and the first point with a non-finite coordinate or mass, or a
+// coordinate beyond max_coordinate_magnitude.
 extent measure(std::span<const point> points) {
   const std::size_t parts = (points.size() + point_chunk - 1) / point_chunk;
   std::vector<extent> partial(parts);
@@ -135,7 +137,9 @@ extent measure(std::span<const point> points) {
     const std::size_t end = std::min(points.size(), (p + 1) * point_chunk);
     for (std::size_t i = p * point_chunk; i < end; ++i) {
       const point& q = points[i];
-      if (!std::isfinite(q.x) || !std::isfinite(q.y) || !std::isfinite(q.z) || !std::isfinite(q.m)) {
+      if (!std::isfinite(q.x) || !std::isfinite(q.y) || !std::isfinite(q.z) || !std::isfinite(q.m) ||
+          std::abs(q.x) > max_coordinate_magnitude || std::abs(q.y) > max_coordinate_magnitude ||
+          std::abs(q.z) > max_coordinate_magnitude) {
         e.first_bad = i;
         return;
       }
@@ -157,6 +161,13 @@ extent measure(std::span<const point> points) {
   return all;
 }
 
+// %g, so that 3e+38 reads as such (std::to_string prints 39 digits).
+std::string fmt_value(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+  return buf;
+}
+
 box bounding_cube(const extent& e) {
   double edge = 0.0;
   for (int a = 0; a < 3; ++a) edge = std::max(edge, e.hi[a] - e.lo[a]);
@@ -164,6 +175,14 @@ box bounding_cube(const extent& e) {
   // above the rounding of centre +- half (2^-52 of the coordinates' magnitude) for any cloud
   // whose extent is not 2^-36 of its distance from the origin; morton_quantize clamps the rest.
   edge = edge > 0.0 ? edge * (1.0 + 0x1.0p-16) : 1.0;
+  // Far from the origin a tiny (or zero) extent would give cells whose faces round to the same
+  // double: keep the root edge at least 2^-24 of the coordinates' magnitude, so that even a cell
+  // on level 21 (2^-45 of it) stays 7 bits above double's resolution there. Only sets that
+  // (almost) coincide are affected: distinct float coordinates already differ by 2^-24 of their
+  // magnitude. Coincident points at 1e15 get a root cube of edge ~6e7 instead of 0.
+  double magnitude = 0.0;
+  for (int a = 0; a < 3; ++a) magnitude = std::max({magnitude, std::abs(e.lo[a]), std::abs(e.hi[a])});
+  edge = std::max(edge, magnitude * 0x1.0p-24);
   box cube;
   for (int a = 0; a < 3; ++a) {
     const double centre = 0.5 * (e.lo[a] + e.hi[a]);
@@ -194,9 +213,12 @@ octree build_octree(std::span<const point> points, const build_options& options)
   const extent ext = measure(points);
   if (ext.first_bad != std::numeric_limits<std::size_t>::max()) {
     const point& q = points[ext.first_bad];
-    throw input_error("build_octree", "point " + std::to_string(ext.first_bad) + " is not finite (" +
-                                          std::to_string(q.x) + ", " + std::to_string(q.y) + ", " +
-                                          std::to_string(q.z) + ", m " + std::to_string(q.m) + ")");
+    const bool finite = std::isfinite(q.x) && std::isfinite(q.y) && std::isfinite(q.z) && std::isfinite(q.m);
+    const std::string where = "point " + std::to_string(ext.first_bad) + " (" + fmt_value(q.x) + ", " + fmt_value(q.y) +
+                              ", " + fmt_value(q.z) + ", m " + fmt_value(q.m) + ")";
+    throw input_error("build_octree", finite ? where + " has a coordinate beyond +-2^50 (~1.13e15), the largest "
+                                                       "whose float second moments cannot overflow"
+                                             : where + " is not finite");
   }
   const box cube = bounding_cube(ext);
 

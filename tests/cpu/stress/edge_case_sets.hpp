@@ -58,24 +58,22 @@ inline std::vector<edge_case> accepted_edge_cases() {
     p.push_back(point{1.0f, 1.0f, 1.0f, tiny});  // and a denormal mass
     cases.push_back({"denormals", p, {2, 21}});
   }
-  {  // coordinates near +-3e38: the float range's edge (the cube's edge overflows float, not double)
+  {  // the largest accepted coordinates (+-2^50, trees::max_coordinate_magnitude), spread and clustered
     std::vector<point> p;
-    for (int c = 0; c < 8; ++c)
-      p.push_back(point{c & 1 ? 3e38f : -3e38f, c & 2 ? 3e38f : -3e38f, c & 4 ? 3e38f : -3e38f, 1.0f});
+    const float big = static_cast<float>(trees::max_coordinate_magnitude);
+    for (int c = 0; c < 8; ++c) p.push_back(point{c & 1 ? big : -big, c & 2 ? big : -big, c & 4 ? big : -big, 1.0f});
     std::mt19937_64 rng(7);
-    std::uniform_real_distribution<double> u(-3e38, 3e38);  // in double: b - a overflows float
+    std::uniform_real_distribution<double> u(-trees::max_coordinate_magnitude, trees::max_coordinate_magnitude);
     for (int i = 0; i < 56; ++i)
       p.push_back(point{static_cast<float>(u(rng)), static_cast<float>(u(rng)), static_cast<float>(u(rng)), 0.5f});
-    cases.push_back({"near_float_max", p, {4, 21}});
-  }
-  {  // one cluster near +3e38 only (all coordinates large and positive)
-    std::vector<point> p;
-    for (int i = 0; i < 32; ++i) p.push_back(point{3e38f - 1e36f * static_cast<float>(i), 3e38f, 2.9e38f + 1e36f * static_cast<float>(i % 4), 1.0f});
-    cases.push_back({"near_float_max_cluster", p, {4, 21}});
+    cases.push_back({"near_coordinate_limit", p, {4, 21}});
+    std::vector<point> q;
+    for (int i = 0; i < 32; ++i) q.push_back(point{big - 1e12f * static_cast<float>(i), big, 0.9f * big + 1e12f * static_cast<float>(i % 4), 1.0f});
+    cases.push_back({"near_coordinate_limit_cluster", q, {4, 21}});
   }
   {  // every point coincides, far from the origin (the root cube must still have an edge)
-    cases.push_back({"identical_far_from_origin", std::vector<point>(10, point{1e19f, 0.0f, 0.0f, 1.0f}), {1, 21}});
-    cases.push_back({"identical_near_float_max", std::vector<point>(10, point{-3e38f, 3e38f, 1.0f, 1.0f}), {1, 21}});
+    cases.push_back({"identical_far_from_origin", std::vector<point>(10, point{1e15f, 0.0f, 0.0f, 1.0f}), {1, 21}});
+    cases.push_back({"identical_at_coordinate_limit", std::vector<point>(10, point{-static_cast<float>(trees::max_coordinate_magnitude), 1e15f, 1.0f, 1.0f}), {1, 21}});
   }
   {  // the depth limit: points at 2^-k force a chain of cells; max_depth 21 must stop it
     std::vector<point> p;

@@ -100,6 +100,29 @@ TEST(EdgeCaseRefusals, NanAndInfiniteValuesAreInputErrors) {
   }
 }
 
+// Coordinates near float's limit (+-3e38, what the readers accept) would overflow the float
+// payload's second moments: build_octree refuses anything beyond +-2^50, with a typed error.
+TEST(EdgeCaseRefusals, CoordinatesBeyondTheLimitAreInputErrors) {
+  const float just_over = std::nextafter(static_cast<float>(ct::max_coordinate_magnitude), 1e30f);
+  for (float bad : {3e38f, -3e38f, 1e19f, just_over, -just_over}) {
+    for (int axis = 0; axis < 3; ++axis) {
+      std::vector<ct::point> pts(4, ct::point{0.5f, 0.5f, 0.5f, 1.0f});
+      (&pts[2].x)[axis] = bad;
+      try {
+        (void)ct::build_octree(pts);
+        ADD_FAILURE() << "accepted " << bad << " on axis " << axis;
+      } catch (const ct::input_error& e) {
+        EXPECT_NE(e.problem().find("point 2"), std::string::npos) << e.what();
+        EXPECT_NE(e.problem().find("2^50"), std::string::npos) << e.what();
+      }
+    }
+  }
+  // The limit itself is accepted.
+  std::vector<ct::point> ok(4, ct::point{0.5f, 0.5f, 0.5f, 1.0f});
+  ok[1].z = -static_cast<float>(ct::max_coordinate_magnitude);
+  EXPECT_NO_THROW((void)ct::build_octree(ok));
+}
+
 TEST(EdgeCaseRefusals, DepthBeyondTheLimitIsAnInputError) {
   const std::vector<ct::point> pts(4, ct::point{0.1f, 0.2f, 0.3f, 1.0f});
   for (int bad : {-1, ct::max_octree_depth + 1, 64}) {

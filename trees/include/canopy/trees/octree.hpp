@@ -15,6 +15,12 @@ namespace canopy::trees {
 // Deepest level an octree may have: the resolution of 63-bit Morton codes.
 inline constexpr int max_octree_depth = 21;
 
+// Largest |coordinate| build_octree accepts: 2^50 (~1.13e15). The float payloads hold second
+// moments sum m (x - com)^2; with coordinates near float's limit (3e38) those, and the weighted
+// position sums, overflow to infinity (found by the edge-case tests). At 2^50 the squared extent
+// is at most 2^102, leaving 2^25 of headroom for masses and counts below float's 2^128.
+inline constexpr double max_coordinate_magnitude = 0x1.0p50;
+
 struct octree {
   int depth = 0;                              // deepest level (root is level 0)
   std::vector<std::int32_t> level_offset;     // level L holds nodes [level_offset[L], level_offset[L+1]); depth + 2 entries
@@ -37,17 +43,19 @@ struct build_options {
   int max_depth = 21;  // a node on this level is a leaf whatever its size (0..21)
 };
 
-// Adaptive octree of `points` (at most 2^31 - 1, all coordinates and masses finite).
+// Adaptive octree of `points` (at most 2^31 - 1, all coordinates and masses finite, coordinates at
+// most max_coordinate_magnitude in absolute value).
 // The root cell is the bounding cube of the points: centred on their bounding box, edge = the
-// largest extent padded by 2^-16 relative (1.0 when all points coincide), so every point lies
+// largest extent padded by 2^-16 relative (1.0 when all points coincide), but at least 2^-24 of
+// the coordinates' magnitude (so far from the origin the cube keeps a positive edge), so every point lies
 // strictly inside. Points are sorted by 63-bit Morton code (stable: equal codes keep input order);
 // nodes are split top-down; a node is a leaf when it holds <= max_leaf points or sits on level
 // max_depth (so coincident points end in one leaf on max_depth, possibly larger than max_leaf);
 // only non-empty children are created.
 // Empty input gives a tree with exactly one node: an empty leaf root (point_count 0) over the unit
 // cube, so node 0 is always the root and a scheduler always has a task that completes the pass.
-// Throws input_error for max_leaf < 1, max_depth outside [0, 21], too many points, or a
-// non-finite coordinate or mass.
+// Throws input_error for max_leaf < 1, max_depth outside [0, 21], too many points, a
+// non-finite coordinate or mass, or a coordinate beyond max_coordinate_magnitude.
 octree build_octree(std::span<const point> points, const build_options& options = {});
 
 // Complete octree of the unit cube: every node on levels < depth has 8 children, every leaf (on
