@@ -14,6 +14,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "gpu_test.hpp"
@@ -35,7 +37,10 @@ TEST(BenchAtomicsGpu, every_variant_at_1M_validates) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path json = dir / "lab.json", csv = dir / "lab.csv", out = dir / "out.txt", err = dir / "err.txt";
-  std::vector<std::string> args = {CANOPY_TOOL_PATH, "bench", "atomics", "--sizes", "1M", "--reps", "3",
+  // CANOPY_TOOL overrides the build-tree path (tools/gpu-check sets it: on the GPU machine the
+  // binaries sit in a copy of the tree at another path).
+  const char* tool = std::getenv("CANOPY_TOOL");
+  std::vector<std::string> args = {tool != nullptr && *tool != '\0' ? tool : CANOPY_TOOL_PATH, "bench", "atomics", "--sizes", "1M", "--reps", "3",
                                    "--json", json.string(), "--csv", csv.string()};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
