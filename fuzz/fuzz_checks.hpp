@@ -2,6 +2,7 @@
 // __builtin_trap(), which libFuzzer reports as a crash with the input saved.
 #pragma once
 
+#include <canopy/trees/errors.hpp>
 #include <canopy/trees/octree.hpp>
 #include <canopy/trees/point.hpp>
 #include <canopy/trees/reference.hpp>
@@ -38,6 +39,22 @@ inline void check_accepted_points(std::span<const trees::point> points, std::uin
   trees::build_options opt;
   opt.max_leaf = 1 + (knob & 7);
   opt.max_depth = (knob >> 3) % (trees::max_octree_depth + 1);
+  // The readers accept any finite coordinate; build_octree refuses one beyond +-2^50 (its float
+  // payloads would overflow) with input_error, and must accept everything else.
+  bool in_range = true;
+  for (const auto& p : points)
+    in_range = in_range && std::abs(p.x) <= trees::max_coordinate_magnitude &&
+               std::abs(p.y) <= trees::max_coordinate_magnitude && std::abs(p.z) <= trees::max_coordinate_magnitude;
+  if (!in_range) {
+    bool refused = false;
+    try {
+      (void)trees::build_octree(points, opt);
+    } catch (const trees::input_error&) {
+      refused = true;
+    }
+    CANOPY_FUZZ_CHECK(refused);
+    return;
+  }
   const trees::octree tree = trees::build_octree(points, opt);  // may not throw: points are valid
   trees::check_invariants(tree);                                // throws invariant_error: a bug
   const auto payload = trees::reference_upward_pass(tree);

@@ -103,7 +103,11 @@ template <mode M, class Ops, int G, class Stage>
 __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_ref& r, task_id t, const lane_group<G>& g,
                                               bool climb, Stage&& stage) {
   constexpr mode_traits T = traits_of(M);
-  while (t != no_task) {
+  // A chain is cut after this many tasks (the next one is staged like any other ready task): a
+  // DAG with a long dependency chain would otherwise hold the block, and the tasks it staged, for
+  // the whole chain. Trees are at most 22 levels deep and never reach it.
+  constexpr int max_chain = 64;
+  for (int hops = 1; t != no_task; ++hops) {
     invoke_task(ops, t, g);
     if constexpr (!T.atomic_tree) return;
     // The barrier orders every lane's writes before lane 0's release in arrive(); after lane 0's
@@ -112,7 +116,7 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
     task_id next = no_task;
     if (g.rank == 0) {
       const int succs = resolve_successors<device_scope>(r.graph, t, [&](task_id s) {
-        if (T.continuation && climb && next == no_task) next = s;
+        if (T.continuation && climb && hops < max_chain && next == no_task) next = s;
         else stage(s);
       });
       if (succs == 0) sink_finished<device_scope>(r);
@@ -160,7 +164,12 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
         if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { b.queued = -1; break; }
         b = fetch_block_batch<M>(r, worker, &priv, batch, batch_max, polls == 0 && first_fetch);
         if (b.size() > 0) break;
-        if ((polls & 15) == 15 && global_timer_ns() > deadline) { fail<device_scope>(r, status::timeout, no_task); b.queued = -1; break; }
+        if ((polls & 15) == 15 && global_timer_ns() > deadline) {
+          // A run whose last sink finished while this block was polling is complete, not late.
+          if (!run_complete<device_scope>(r)) fail<device_scope>(r, status::timeout, no_task);
+          b.queued = -1;
+          break;
+        }
         if ((polls & 255) == 255 && abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); b.queued = -1; break; }
         idle.pause();
       }
@@ -281,7 +290,8 @@ __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
         if (got == 0) got = claim_sources<device_scope>(r, &t, 1);
         if (got == 0) got = locked_pop<device_scope>(r, &t, 1);
       }
-      if (t == no_task && (round & 15) == 15 && global_timer_ns() > deadline) fail<device_scope>(r, status::timeout, no_task);
+      if (t == no_task && (round & 15) == 15 && global_timer_ns() > deadline && !run_complete<device_scope>(r))
+        fail<device_scope>(r, status::timeout, no_task);
       if (t == no_task && (round & 255) == 255 && abort_requested(r)) fail<device_scope>(r, status::aborted, no_task);
     }
     // 2. A block whose warp masters all came back empty sleeps before polling again, so that

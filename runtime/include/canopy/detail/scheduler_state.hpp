@@ -123,6 +123,12 @@ CANOPY_HD inline bool abort_requested(const scheduler_ref& r) {
              .load(cuda::std::memory_order_relaxed) != 0;
 }
 
+/// Every sink has finished (the run is complete, whatever a late poller thinks of the deadline).
+template <cuda::thread_scope S>
+CANOPY_HD bool run_complete(const scheduler_ref& r) {
+  return cuda::atomic_ref<std::int32_t, S>(r.counters->sinks_left).load(cuda::std::memory_order_acquire) <= 0;
+}
+
 /// A sink finished: the last one ends the run.
 template <cuda::thread_scope S>
 CANOPY_HD void sink_finished(const scheduler_ref& r) {
