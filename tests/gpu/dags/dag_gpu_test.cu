@@ -25,8 +25,11 @@ TEST_P(dag_gpu, random_dags_equal_the_topological_reference) {
   for (const dag_shape shape : {dag_shape::wide, dag_shape::deep, dag_shape::random})
     for (const std::int32_t n : {0, 1, 2, 7, 333, 6001, 100003})
       for (const std::uint32_t seed : {1u, 2u, 3u}) {
-        // The mutex mode reproduces the seed's slow first design: keep it to the smaller graphs.
-        if (GetParam() == canopy::mode::mutex && n > 6001) continue;
+        // The modes with a mutex-guarded global queue (mutex .. shared-queues) reproduce the seed's
+        // slow designs: on an H100 a 100,003-task chain through the locked queue with 1,000 blocks
+        // contending passed the 10 s deadline (fixed-queue, shared-queues: a clean timeout, as
+        // promised). Keep them to the smaller graphs; the lock-free modes run everything.
+        if (!canopy::traits_of(GetParam()).lockfree_global && n > 6001) continue;
         SCOPED_TRACE(to_string(shape) + " n=" + std::to_string(n) + " seed=" + std::to_string(seed));
         const auto d = canopy::test::make_random_dag(n, shape, seed);
         const auto g = canopy::task_graph::from_edges(d.task_count, d.edges);
