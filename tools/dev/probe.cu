@@ -1,5 +1,10 @@
 // Tuning probe (not part of the suite): fixed costs of a launch and of a scheduler run, and the
-// upward pass with lane groups of 1..8, validated, warm medians with CUDA events.
+// upward pass with lane groups of 1..8, validated, warm medians with CUDA events; every sweep in
+// bench/RESULTS.md came from it. Not built by CMake; after `cmake --build build/gpu` (gpu preset):
+//   nvcc -O3 -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -Xcompiler -static-libstdc++ \
+//     -Xcompiler -static-libgcc -Iruntime/include -Itrees/include -Ibench tools/dev/probe.cu \
+//     build/gpu/bench/baselines/libcanopy_bench_baselines.a build/gpu/trees/libcanopy_trees.a \
+//     build/gpu/runtime/libcanopy_runtime.a -o build/gpu/probe     # then: build/gpu/probe 8
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdio>
