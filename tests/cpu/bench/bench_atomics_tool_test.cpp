@@ -2,92 +2,30 @@
 // and exit 0 when no CUDA device is usable (CUDA_VISIBLE_DEVICES=-1 hides any there is, so this
 // runs the same on the GPU machine), bad options; and tools/plot/plot_atomics.py on a trimmed H100
 // result (skipped when /usr/bin/python3 lacks matplotlib).
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
-extern char** environ;
+#include "run_tool.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using canopy::test::lines_of;
+using canopy::test::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-struct tool_run {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-class BenchAtomics : public ::testing::Test {
+class BenchAtomics : public canopy::test::tool_test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("canopy_bench_atomics_test." + std::to_string(::getpid()) + "." + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  fs::path path(const std::string& name) const { return dir_ / name; }
+  BenchAtomics() : tool_test("canopy_bench_atomics_test") {}
 
-  // Spawns args[0] with `extra_env` added to the environment; stdout and stderr captured.
-  tool_run spawn(std::vector<std::string> args, std::vector<std::string> extra_env = {}) const {
-    std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
-    for (auto& e : extra_env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const auto out = path("stdout.txt"), err = path("stderr.txt");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = 0;
-    tool_run r;
-    const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      ADD_FAILURE() << "cannot spawn " << argv[0] << ": " << std::strerror(rc);
-      return r;
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
+  // canopy with no CUDA device visible, whatever the machine has.
+  canopy::test::tool_run canopy(std::vector<std::string> args) const {
+    return run(std::move(args), {"CUDA_VISIBLE_DEVICES=-1"});
   }
-
-  tool_run canopy(std::vector<std::string> args) const {
-    args.insert(args.begin(), CANOPY_TOOL_PATH);
-    return spawn(args, {"CUDA_VISIBLE_DEVICES=-1"});
-  }
-
-  fs::path dir_;
 };
 
 TEST_F(BenchAtomics, help_lists_the_lab_options) {
@@ -132,10 +70,10 @@ TEST_F(BenchAtomics, bad_options_are_one_line_and_exit_2) {
 }
 
 TEST_F(BenchAtomics, plot_script_draws_the_h100_fixture) {
-  if (spawn({"/usr/bin/python3", "-c", "import matplotlib"}).exit_code != 0)
+  if (run_program({"/usr/bin/python3", "-c", "import matplotlib"}).exit_code != 0)
     GTEST_SKIP() << "/usr/bin/python3 with matplotlib is not available";
   const auto stem = path("h100");
-  const auto r = spawn({"/usr/bin/python3", CANOPY_ATOMICS_PLOT_SCRIPT, CANOPY_ATOMICS_FIXTURE, "-o", stem.string()});
+  const auto r = run_program({"/usr/bin/python3", CANOPY_ATOMICS_PLOT_SCRIPT, CANOPY_ATOMICS_FIXTURE, "-o", stem.string()});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("wrote"), std::string::npos) << r.out;
   EXPECT_GT(fs::file_size(path("h100.png")), 10000u);
@@ -147,7 +85,7 @@ TEST_F(BenchAtomics, plot_script_draws_the_h100_fixture) {
 
   // The octree benchmark's JSON (or anything else) is refused with one line, not drawn.
   std::ofstream(path("octree.json")) << R"({"schema": "canopy-bench-octree/1", "results": []})";
-  const auto wrong = spawn({"/usr/bin/python3", CANOPY_ATOMICS_PLOT_SCRIPT, path("octree.json").string(), "-o",
+  const auto wrong = run_program({"/usr/bin/python3", CANOPY_ATOMICS_PLOT_SCRIPT, path("octree.json").string(), "-o",
                             path("x").string()});
   EXPECT_NE(wrong.exit_code, 0);
   EXPECT_NE(wrong.err.find("not an atomics lab result"), std::string::npos) << wrong.err;

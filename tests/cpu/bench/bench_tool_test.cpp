@@ -1,14 +1,6 @@
 // `canopy bench` as a user runs it: a spawned process on the cpu backend, its exit code, stdout,
 // stderr and the files it writes. Timings are never asserted.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,87 +8,23 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-extern char** environ;
+#include "run_tool.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using canopy::test::slurp;
 
-struct tool_run {
-  int exit_code = -1;
-  std::string out, err;
-  std::vector<std::string> err_lines() const {
-    std::vector<std::string> lines;
-    std::istringstream in(err);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-  }
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-int spawn(std::vector<std::string> args, const fs::path& out, const fs::path& err) {
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return -1;
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-class CanopyBench : public ::testing::Test {
+class CanopyBench : public canopy::test::tool_test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("canopy_bench_tool_test." + std::to_string(::getpid()) + "." + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-  fs::path path(const std::string& name) const { return dir_ / name; }
-
-  tool_run run(std::vector<std::string> args) const {
-    args.insert(args.begin(), CANOPY_TOOL_PATH);
-    tool_run r;
-    r.exit_code = spawn(args, path("stdout.txt"), path("stderr.txt"));
-    EXPECT_GE(r.exit_code, 0) << "cannot spawn " << CANOPY_TOOL_PATH;
-    r.out = slurp(path("stdout.txt"));
-    r.err = slurp(path("stderr.txt"));
-    return r;
-  }
+  CanopyBench() : tool_test("canopy_bench_tool_test") {}
 
   nlohmann::json read_json(const fs::path& p) const { return nlohmann::json::parse(slurp(p)); }
 
   void expect_bad_input(std::vector<std::string> args, const std::string& mentions) const {
     args.insert(args.begin(), "bench");
-    const auto r = run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-    const auto lines = r.err_lines();
-    ASSERT_GE(lines.size(), 1u) << r.err;
-    EXPECT_EQ(lines[0].rfind("canopy: error: ", 0), 0u) << lines[0];
-    EXPECT_NE(lines[0].find(mentions), std::string::npos) << lines[0] << " should mention " << mentions;
-    EXPECT_EQ(r.out, "");
+    expect_usage_error(args, mentions, /*only_line=*/false);
   }
-
-  void expect_no_leftovers() const {
-    for (const auto& e : fs::directory_iterator(dir_))
-      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
-  }
-
-  fs::path dir_;
 };
 
 TEST_F(CanopyBench, cpu_backend_depths_1_to_3_table_json_csv) {
@@ -208,7 +136,7 @@ TEST_F(CanopyBench, bad_input_is_one_line_and_exit_2) {
 }
 
 TEST_F(CanopyBench, plot_with_matplotlib) {
-  if (spawn({"/usr/bin/python3", "-c", "import matplotlib"}, path("py.out"), path("py.err")) != 0)
+  if (run_program({"/usr/bin/python3", "-c", "import matplotlib"}).exit_code != 0)
     GTEST_SKIP() << "/usr/bin/python3 with matplotlib is not available";
   const auto r = run({"bench", "--backend", "cpu", "--depths", "1-2", "--reps", "3", "--modes", "continuation,reference",
                       "--plot", path("p").string()});

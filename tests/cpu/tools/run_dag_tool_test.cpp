@@ -1,76 +1,25 @@
 // `canopy run-dag` as a user runs it: a spawned process, its exit code, stdout and stderr.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
-#include <iterator>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-extern char** environ;
+#include "run_tool.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct tool_run {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-class RunDag : public ::testing::Test {
+class RunDag : public canopy::test::tool_test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("canopy_run_dag_test." + std::to_string(::getpid()) + "." + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
+  RunDag() : tool_test("canopy_run_dag_test") {}
 
   fs::path write(const std::string& name, const std::string& text) const {
     std::ofstream(dir_ / name, std::ios::binary) << text;
     return dir_ / name;
-  }
-
-  static std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-
-  tool_run run(std::vector<std::string> args) const {
-    args.insert(args.begin(), CANOPY_TOOL_PATH);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const auto out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = 0;
-    tool_run r;
-    const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      ADD_FAILURE() << "cannot spawn " << argv[0];
-      return r;
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
   }
 
   // Bad input: exit 2, one line "canopy: error: ..." on stderr mentioning `mentions`, no stdout.
@@ -82,8 +31,6 @@ class RunDag : public ::testing::Test {
     EXPECT_NE(r.err.find(mentions), std::string::npos) << r.err << " should mention " << mentions;
     EXPECT_EQ(r.out, "");
   }
-
-  fs::path dir_;
 };
 
 TEST_F(RunDag, ExampleDiamondPassesOnEveryBackend) {

@@ -1,16 +1,10 @@
 // The `canopy` tool as a user runs it: a spawned process, its exit code, stdout and stderr.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -19,74 +13,22 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-extern char** environ;
+#include "run_tool.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-
-struct tool_run {
-  int exit_code = -1;
-  std::string out, err;
-  std::vector<std::string> err_lines() const {
-    std::vector<std::string> lines;
-    std::istringstream in(err);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-  }
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using canopy::test::slurp;
 
 void spit(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << bytes;
 }
 
-class CanopyTool : public ::testing::Test {
+// run(args) runs canopy, stdout and stderr captured in files (no shell, no quoting issues).
+class CanopyTool : public canopy::test::tool_test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("canopy_tool_test." + std::to_string(::getpid()) + "." + info->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
-
-  fs::path path(const std::string& name) const { return dir_ / name; }
-
-  // Runs canopy with `args`, stdout and stderr captured in files (no shell, no quoting issues).
-  tool_run run(std::vector<std::string> args) const {
-    args.insert(args.begin(), CANOPY_TOOL_PATH);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const auto out = path("stdout.txt"), err = path("stderr.txt");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = 0;
-    tool_run r;
-    const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      ADD_FAILURE() << "cannot spawn " << argv[0] << ": " << std::strerror(rc);
-      return r;
-    }
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
+  CanopyTool() : tool_test("canopy_tool_test") {}
 
   // A binary point file made by the tool itself.
   fs::path generate(const std::string& name, const std::string& dist, int n, int seed = 1) const {
@@ -98,22 +40,8 @@ class CanopyTool : public ::testing::Test {
 
   // Bad input: exit 2, exactly one line on stderr, "canopy: error: <subject>: <problem>", no stdout.
   void expect_bad_input(const std::vector<std::string>& args, const std::string& mentions) const {
-    const auto r = run(args);
-    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-    const auto lines = r.err_lines();
-    ASSERT_EQ(lines.size(), 1u) << r.err;
-    EXPECT_EQ(lines[0].rfind("canopy: error: ", 0), 0u) << lines[0];
-    EXPECT_NE(lines[0].find(mentions), std::string::npos) << lines[0] << " should mention " << mentions;
-    EXPECT_EQ(r.out, "");
+    expect_usage_error(args, mentions, /*only_line=*/true);
   }
-
-  // No temporary or partial file left behind in the test folder.
-  void expect_no_leftovers() const {
-    for (const auto& e : fs::directory_iterator(dir_))
-      EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
-  }
-
-  fs::path dir_;
 };
 
 // --- round trips -------------------------------------------------------------------------------

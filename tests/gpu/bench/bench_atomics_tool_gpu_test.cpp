@@ -1,62 +1,37 @@
 // `canopy bench atomics --sizes 1M --reps 3` on the GPU (label gpu; skipped without a device): exit 0,
 // every result row of the table and of the JSON says ok, and the CSV has a row for each.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
+#include <cstddef>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
-
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "gpu_test.hpp"
-
-extern char** environ;
+#include "run_tool.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using canopy::test::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+// run() finds canopy through CANOPY_TOOL when set (tools/gpu-check sets it: on the GPU machine the
+// binaries sit in a copy of the tree at another path), else at the build tree's path.
+class BenchAtomicsGpu : public canopy::test::tool_test {
+ protected:
+  BenchAtomicsGpu() : tool_test("canopy_bench_atomics_gpu_test") {}
+};
 
-TEST(BenchAtomicsGpu, every_variant_at_1M_validates) {
+TEST_F(BenchAtomicsGpu, every_variant_at_1M_validates) {
   CANOPY_SKIP_WITHOUT_GPU();
-  const fs::path dir = fs::temp_directory_path() / ("canopy_bench_atomics_gpu_test." + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  const fs::path json = dir / "lab.json", csv = dir / "lab.csv", out = dir / "out.txt", err = dir / "err.txt";
-  // CANOPY_TOOL overrides the build-tree path (tools/gpu-check sets it: on the GPU machine the
-  // binaries sit in a copy of the tree at another path).
-  const char* tool = std::getenv("CANOPY_TOOL");
-  std::vector<std::string> args = {tool != nullptr && *tool != '\0' ? tool : CANOPY_TOOL_PATH, "bench", "atomics", "--sizes", "1M", "--reps", "3",
-                                   "--json", json.string(), "--csv", csv.string()};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  const std::string stdout_text = slurp(out), stderr_text = slurp(err);
-  ASSERT_TRUE(WIFEXITED(status)) << stderr_text;
-  ASSERT_EQ(WEXITSTATUS(status), 0) << stdout_text << stderr_text;
+  const fs::path json = path("lab.json"), csv = path("lab.csv");
+  const auto tool = run({"bench", "atomics", "--sizes", "1M", "--reps", "3", "--json", json.string(), "--csv", csv.string()});
+  const std::string& stdout_text = tool.out;
+  ASSERT_EQ(tool.signal, 0) << tool.err;
+  ASSERT_EQ(tool.exit_code, 0) << stdout_text << tool.err;
 
   // The JSON: every experiment and variant ran at 1M and validated.
   const auto j = nlohmann::json::parse(slurp(json));
@@ -96,7 +71,6 @@ TEST(BenchAtomicsGpu, every_variant_at_1M_validates) {
   std::size_t n = 0;
   for (std::string line; std::getline(lines, line);) ++n;
   EXPECT_GE(n, 1 + seen.size());
-  if (!HasFailure()) fs::remove_all(dir);
 }
 
 }  // namespace
