@@ -10,28 +10,17 @@
 #include <string>
 
 #include "octree_bench.hpp"
+#include "text.hpp"
 
 namespace canopy::bench {
 
 namespace {
 
-std::string format(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
-
-std::string grouped(long long value) {
-  std::string digits = std::to_string(value < 0 ? -value : value), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return value < 0 ? "-" + out : out;
-}
+using detail::grouped;
+using detail::printf_string;
 
 // "812.3 us" below 10 ms, "45.1 ms" above: what a person reads in a progress line.
-std::string human_us(double us) { return us < 1e4 ? format("%.1f us", us) : format("%.1f ms", us / 1e3); }
+std::string human_us(double us) { return us < 1e4 ? printf_string("%.1f us", us) : printf_string("%.1f ms", us / 1e3); }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -176,10 +165,10 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
     base.points = static_cast<long long>(tree.points.size());
     base.bytes = static_cast<double>(upward_pass_bytes(tree));
     progress_(tc.label + ": built, " + grouped(base.nodes) + " nodes, " + grouped(base.points) + " points (" +
-              format("%.1f ms", ms_since(t0)) + ")");
+              printf_string("%.1f ms", ms_since(t0)) + ")");
     t0 = std::chrono::steady_clock::now();
     const auto reference = trees::reference_upward_pass(tree);
-    progress_(tc.label + ": reference upward pass (" + format("%.1f ms", ms_since(t0)) + ")");
+    progress_(tc.label + ": reference upward pass (" + printf_string("%.1f ms", ms_since(t0)) + ")");
 
     std::vector<platform*> loaded;
     for (std::size_t i = 0; i < variants.size(); ++i) {
@@ -191,7 +180,7 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
       t0 = std::chrono::steady_clock::now();
       it->second->load(tree, options_);
       loaded.push_back(it->second);
-      progress_(tc.label + ": loaded on " + it->second->backends().front() + " (" + format("%.1f ms", ms_since(t0)) + ")");
+      progress_(tc.label + ": loaded on " + it->second->backends().front() + " (" + printf_string("%.1f ms", ms_since(t0)) + ")");
     }
 
     for (std::size_t i = 0; i < variants.size(); ++i) {
@@ -243,7 +232,7 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
         run_outcome first = runner->run_once();
         e.first_run_us = first.elapsed_us;
         if (first.code == canopy::status::timeout) {
-          over_budget("one run passed the " + format("%g", options_.budget_ms) + " ms deadline");
+          over_budget("one run passed the " + printf_string("%g", options_.budget_ms) + " ms deadline");
           continue;
         }
         if (first.code != canopy::status::ok) {
@@ -270,7 +259,7 @@ bench_report bench_engine::run(const std::vector<tree_case>& trees, const std::v
         }
         if (estimate_us * runs_to_time > budget_us) {
           over_budget("validated; one run takes " + human_us(estimate_us) + ", " + std::to_string(runs_to_time) +
-                      " runs would pass the " + format("%g", options_.budget_ms) + " ms budget");
+                      " runs would pass the " + printf_string("%g", options_.budget_ms) + " ms budget");
           continue;
         }
         const summary s = runner->time(options_.warmup, options_.reps);

@@ -11,16 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "octree_bench.hpp"
+#include "text.hpp"
 
 namespace canopy::bench {
 
 namespace {
 
-std::string printf_string(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
+using detail::grouped;
+using detail::printf_string;
 
 // Microseconds with as many decimals as a person can use: 3.14, 51.2, 4660.
 std::string us_text(double us) {
@@ -34,15 +32,6 @@ std::string bytes_text(double b) {
   if (b >= 1e6) return printf_string("%.1f MB", b / 1e6);
   if (b >= 1e3) return printf_string("%.1f kB", b / 1e3);
   return printf_string("%.0f B", b);
-}
-
-std::string grouped(long long value) {
-  std::string digits = std::to_string(value < 0 ? -value : value), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return value < 0 ? "-" + out : out;
 }
 
 std::string status_text(const bench_entry& e) {
