@@ -51,7 +51,8 @@ detail::scheduler_ref cpu_scheduler::make_ref() {
                                counters_.get(),
                                /*next_counters*/ nullptr,
                                report_.get(),
-                               0};
+                               /*budget_ns*/ 0,
+                               /*idle_sleep_max_ns*/ 0};
 }
 
 run_result cpu_scheduler::finish(std::chrono::steady_clock::duration) {

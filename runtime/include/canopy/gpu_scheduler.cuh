@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -64,6 +65,18 @@ const void* kernel_for(mode m) {
     case mode::continuation: return kernel_of<Ops, mode::continuation>();
   }
   return nullptr;
+}
+
+/// The automatic cap of an idle block's sleep between polls: 4 ns per block of the grid, at least
+/// 2 us, at most 64 us, so that the idle blocks of any grid together look at the shared lines (the
+/// global queue's count, the stop flag) about once every 4 ns at most. On an H100 a full grid
+/// (1,188 blocks) polling every 2 us made each dependent hop of a deep DAG cost 430-570 us
+/// instead of 2-4 us, whether or not the working block itself read those lines; a cap of 4 us or
+/// more brought it back to 2.3-5 us (tools/dev/poll_probe.cu, bench/RESULTS.md). A block reaches
+/// the cap only after being idle about twice as long, so short gaps are unaffected.
+constexpr std::uint32_t auto_idle_sleep_ns(int grid) {
+  const std::int64_t ns = 4 * static_cast<std::int64_t>(grid);
+  return static_cast<std::uint32_t>(ns < 2048 ? 2048 : ns > 65536 ? 65536 : ns);
 }
 
 }  // namespace detail
@@ -145,6 +158,8 @@ inline gpu_scheduler::gpu_scheduler(const task_graph& graph, const scheduler_opt
   if (options.global_queue_capacity < 0 || options.shared_queue_capacity < 0 || options.private_queue_capacity < 0)
     throw error(status::invalid_argument, "gpu backend: queue capacities must be >= 0 (0 = default)");
   if (options.deadline.count() <= 0) throw error(status::invalid_argument, "gpu backend: deadline must be positive");
+  if (options.idle_sleep_max.count() < 0 || options.idle_sleep_max > std::chrono::milliseconds(1))
+    throw error(status::invalid_argument, "gpu backend: idle sleep cap must be in 0..1 ms (0 = automatic)");
   if (!gpu_available()) throw error(status::device_error, "gpu backend: no CUDA device is available");
   detail::cuda_check(cudaGetDevice(&device_), "cudaGetDevice");
   cudaDeviceProp prop{};
@@ -248,7 +263,10 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid) const {
                                counters_ + parity_,
                                counters_ + (1 - parity_),
                                report_device_,
-                               static_cast<std::uint64_t>(options_.deadline.count()) * 1000000ull};
+                               static_cast<std::uint64_t>(options_.deadline.count()) * 1000000ull,
+                               options_.idle_sleep_max.count() > 0
+                                   ? static_cast<std::uint32_t>(std::min<std::int64_t>(options_.idle_sleep_max.count(), 1000000))
+                                   : detail::auto_idle_sleep_ns(grid)};
 }
 
 inline void gpu_scheduler::reset_state(int grid, bool full, cudaStream_t stream) {

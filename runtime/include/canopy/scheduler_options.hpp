@@ -20,6 +20,10 @@ struct scheduler_options {
   std::int32_t private_queue_capacity = 0; ///< per block, in shared memory; 0 = 256
   /// A run that has not finished by then stops with status::timeout naming a stuck task.
   std::chrono::milliseconds deadline{10000};
+  /// GPU only: the longest an idle block sleeps between two looks at the queues, at most 1 ms;
+  /// 0 = automatic (4 ns per block of the grid, 2-64 us: the polling of a full grid must not starve
+  /// the blocks that work; see detail::auto_idle_sleep_ns).
+  std::chrono::nanoseconds idle_sleep_max{0};
 };
 
 namespace detail {

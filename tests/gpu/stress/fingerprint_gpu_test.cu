@@ -6,6 +6,7 @@
 // fingerprint line the two binaries print, which must be identical.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -59,13 +60,17 @@ TEST_F(Fingerprint, EveryModeAndBlockSizeGivesTheSameCounts) {
         opt.threads_per_block = threads;
         opt.deadline = std::chrono::seconds(60);  // -G kernels are slow
         canopy::gpu_scheduler sched(g, opt);
+        const auto t0 = std::chrono::steady_clock::now();
         const auto r = sched.run(run.ops());
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         const std::string what = name + ", " + std::string(canopy::to_string(m)) + ", " + std::to_string(threads) + " threads";
         if (r.code == canopy::status::invalid_argument && sched.max_blocks<canopy::testing::mix_ops>(m) == 0) {
           ++refused;  // this build's kernel cannot run that many threads per block (registers): refused, typed
           std::printf("refused: %s: %s\n", what.c_str(), r.message.c_str());
           continue;
         }
+        std::printf("%-48s %4d blocks %9.1f ms %s\n", what.c_str(), sched.last_grid(), ms, canopy::to_string(r.code).data());
+        std::fflush(stdout);
         ASSERT_TRUE(r.ok()) << what << ": " << r.message;
         ASSERT_EQ(run.check(expect), "") << what;
         const std::uint64_t fp = run.fingerprint();

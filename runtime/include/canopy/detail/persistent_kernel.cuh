@@ -51,9 +51,13 @@ struct block_batch {
 
 /// The master's fetch, in pop order: private, own shared, sources, global (the first fetch of a
 /// run goes to the sources directly: every queue is still empty).
+///
+/// `sources_done` is the block's own note that the sources are exhausted: the cursor only grows,
+/// so once a claim comes back short no later claim can succeed, and the block stops reading the
+/// cursor's line (every idle block of a full grid polling it slowed the blocks that work).
 template <mode M>
 __device__ block_batch fetch_block_batch(const scheduler_ref& r, int worker, local_ring* priv, task_id* out, int max,
-                                         bool first) {
+                                         bool first, bool& sources_done) {
   constexpr mode_traits T = traits_of(M);
   block_batch b{0, 0, 0};
   if (!first) {
@@ -61,9 +65,10 @@ __device__ block_batch fetch_block_batch(const scheduler_ref& r, int worker, loc
     if constexpr (T.shared_queues)
       if (b.queued < max) b.queued += r.shared_ring<device_scope>(worker).try_pop(out + b.queued, max - b.queued);
   }
-  if (b.queued < max) {
+  if (b.queued < max && !sources_done) {
     const int want = max - b.queued < r.source_chunk ? max - b.queued : r.source_chunk;
     b.sources = claim_source_range<device_scope>(r, want, !first, &b.source_first);
+    sources_done = b.sources < want;
   }
   if (b.size() < max) {
     const int room = max - b.size();
@@ -153,16 +158,17 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
   local_ring priv{staged + stage_capacity, r.private_capacity, 0, 0};  // used by thread 0 only
   std::uint32_t tick = 0;
   bool first_fetch = true;
+  bool sources_done = false;  // thread 0's
   const std::uint64_t deadline = global_timer_ns() + r.budget_ns;
   if (tid == 0) s_staged = 0;
 
   for (;;) {
     if (tid == 0) {
       block_batch b{0, 0, 0};
-      backoff idle{64, 2048};
+      backoff idle{64, r.idle_sleep_max_ns};
       for (unsigned polls = 0;; ++polls) {
         if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { b.queued = -1; break; }
-        b = fetch_block_batch<M>(r, worker, &priv, batch, batch_max, polls == 0 && first_fetch);
+        b = fetch_block_batch<M>(r, worker, &priv, batch, batch_max, polls == 0 && first_fetch, sources_done);
         if (b.size() > 0) break;
         if ((polls & 15) == 15 && global_timer_ns() > deadline) {
           // A run whose last sink finished while this block was polling is complete, not late.
@@ -277,7 +283,8 @@ __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
   // While the block is idle only warp 0's master polls, and the block sleeps between polls: on an
   // H100 thousands of warp masters polling the queue's line starved the one holding the mutex
   // for hundreds of milliseconds.
-  backoff idle{64, 8192};
+  const unsigned idle_max = r.idle_sleep_max_ns > 8192 ? r.idle_sleep_max_ns : 8192;
+  backoff idle{64, idle_max};
   bool block_idle = false;
   for (unsigned round = 0;; ++round) {
     task_id t = no_task;
@@ -298,7 +305,7 @@ __device__ void warp_master_loop(const Ops& ops, const scheduler_ref& r) {
     // thousands of idle warp masters do not flood the queue's line while others work.
     block_idle = !__syncthreads_or(t != no_task);
     if (block_idle) idle.pause();
-    else idle = backoff{64, 8192};
+    else idle = backoff{64, idle_max};
     if (master && t != no_task) invoke_task(ops, t, lane_group<1>::here());  // 3. execute
     __syncthreads();                            // 4.
     if (master && t != no_task) {               // 5. resolve and push

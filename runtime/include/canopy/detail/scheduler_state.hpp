@@ -85,6 +85,7 @@ struct scheduler_ref {
   run_counters* next_counters;  // GPU: the next run's counters, reset during this run (else nullptr)
   run_report* report;
   std::uint64_t budget_ns;  // deadline, relative to each worker's start
+  std::uint32_t idle_sleep_max_ns;  // GPU: cap of an idle block's exponential back-off between polls
 
   template <cuda::thread_scope S>
   CANOPY_HD ring_ref<S> global_ring() const { return ring_ref<S>{global_header, global_slots}; }
