@@ -16,6 +16,7 @@
 
 #include <canopy/gpu_scheduler.cuh>
 #include <canopy/trees/device_octree.cuh>
+#include <canopy/trees/twig_pass.hpp>
 #include <canopy/trees/upward_pass.hpp>
 
 #include "baselines/baselines.cuh"
@@ -74,6 +75,10 @@ struct gpu_tree {
   trees::device_payloads<float> payloads;
   std::optional<canopy::gpu_scheduler> sched;
   std::optional<baseline_runner> baselines;
+  // Twig tasks (trees/twig_pass.hpp), made on first use: the scheduler over the twig graph and the
+  // node of each task on the device.
+  std::optional<canopy::gpu_scheduler> twig_sched;
+  device_buffer<std::int32_t> twig_task_node;
 
   template <class Ops>
   Ops ops() const {
@@ -94,20 +99,23 @@ struct gpu_tree {
 
 // `Ops` is upward_ops<float, Lanes> with the lane count trees::upward_lanes picks for the tree, as
 // `canopy validate --backend gpu` runs it.
+//
+// For twig tasks `Ops` is twig_upward_ops<float, L> and the scheduler is the one over the twig graph.
 template <class Ops>
 class scheduler_runner final : public pass_runner {
  public:
-  scheduler_runner(gpu_tree& t, canopy::mode m) : t_(t), mode_(m), ops_(t.ops<Ops>()) {}
+  scheduler_runner(gpu_tree& t, canopy::gpu_scheduler& sched, canopy::mode m, Ops ops)
+      : t_(t), sched_(sched), mode_(m), ops_(ops) {}
 
   run_outcome run_once() override {
     t_.poison();
-    t_.sched->set_mode(mode_);
+    sched_.set_mode(mode_);
     canopy::run_result r;
-    const double us = event_time_us([&] { r = t_.sched->run(ops_); });
+    const double us = event_time_us([&] { r = sched_.run(ops_); });
     return run_outcome{r.code, r.message, us};
   }
   std::string detail() const override {
-    return std::to_string(t_.sched->last_grid()) + " blocks x " + std::to_string(t_.sched->options().threads_per_block) +
+    return std::to_string(sched_.last_grid()) + " blocks x " + std::to_string(sched_.options().threads_per_block) +
            " threads, " + std::to_string(Ops::group_size) + " lanes per task";
   }
   trees::comparison check(const trees::octree&, std::span<const trees::multipole<double>> reference,
@@ -115,10 +123,10 @@ class scheduler_runner final : public pass_runner {
     return t_.check(reference, perturb);
   }
   summary time(int warmup, int reps) override {
-    t_.sched->set_mode(mode_);
+    sched_.set_mode(mode_);
     return to_summary(time_gpu(
         [&](cudaStream_t s) {
-          const canopy::run_result r = t_.sched->run(ops_, s);
+          const canopy::run_result r = sched_.run(ops_, s);
           if (!r.ok()) throw std::runtime_error(std::string(canopy::to_string(r.code)) + " in a timed run: " + r.message);
         },
         timing_options{warmup, reps, nullptr}));
@@ -126,6 +134,7 @@ class scheduler_runner final : public pass_runner {
 
  private:
   gpu_tree& t_;
+  canopy::gpu_scheduler& sched_;
   canopy::mode mode_;
   Ops ops_;
 };
@@ -202,6 +211,7 @@ class gpu_platform final : public platform {
     canopy::scheduler_options o = options.scheduler;
     o.deadline = std::chrono::milliseconds(static_cast<long long>(std::max(1.0, std::ceil(options.budget_ms))));
     t->sched.emplace(trees::make_upward_graph(tree), o);
+    options_ = o;
     tree_ = std::move(t);
   }
 
@@ -210,9 +220,30 @@ class gpu_platform final : public platform {
   std::unique_ptr<pass_runner> runner(const variant& v) override {
     if (!tree_) throw std::logic_error("gpu platform: no tree loaded");
     if (v.backend != backend_gpu) throw std::invalid_argument("gpu platform: cannot run backend " + v.backend);
+    if (v.mode && v.twig) {
+      gpu_tree& t = *tree_;
+      if (!t.twig_sched) {
+        const trees::twig_graph tg = trees::make_twig_graph(*t.host);
+        canopy::scheduler_options o = options_;
+        // Twig tasks run on groups of 8-32 lanes: 256-thread blocks moved 8% more bytes per second
+        // than 128 at depth 8 on an H100 (bench/RESULTS.md), and were as fast at depth 5.
+        o.threads_per_block = std::max(o.threads_per_block, 256);
+        t.twig_task_node = device_buffer<std::int32_t>(tg.task_node.size());
+        t.twig_task_node.upload(tg.task_node);
+        t.twig_sched.emplace(tg.graph, o);
+      }
+      return trees::with_twig_lanes(trees::upward_lanes(*t.host), [&](auto lanes) -> std::unique_ptr<pass_runner> {
+        using ops_type = trees::twig_upward_ops<float, decltype(lanes)::value>;
+        const trees::octree_ref r = t.tree.ref();
+        const ops_type ops{t.twig_task_node.data(), r.points, r.first_child, r.child_count, r.point_begin, r.point_count,
+                           t.payloads.data()};
+        return std::make_unique<scheduler_runner<ops_type>>(t, *t.twig_sched, *v.mode, ops);
+      });
+    }
     if (v.mode)
       return trees::with_upward_lanes(trees::upward_lanes(*tree_->host), [&](auto lanes) -> std::unique_ptr<pass_runner> {
-        return std::make_unique<scheduler_runner<trees::upward_ops<float, decltype(lanes)::value>>>(*tree_, *v.mode);
+        using ops_type = trees::upward_ops<float, decltype(lanes)::value>;
+        return std::make_unique<scheduler_runner<ops_type>>(*tree_, *tree_->sched, *v.mode, tree_->ops<ops_type>());
       });
     const baseline_kind kind = parse_baseline_kind(v.name);  // throws std::invalid_argument
     // Captured once per tree, on first use (the level graph bakes in the pointers).
@@ -229,6 +260,7 @@ class gpu_platform final : public platform {
  private:
   std::optional<platform_facts> facts_;
   std::unique_ptr<gpu_tree> tree_;
+  canopy::scheduler_options options_;  // of the loaded tree
 };
 
 }  // namespace

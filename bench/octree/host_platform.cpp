@@ -11,6 +11,7 @@
 #include <thread>
 
 #include <canopy/cpu_scheduler.hpp>
+#include <canopy/trees/twig_pass.hpp>
 #include <canopy/trees/upward_pass.hpp>
 
 #include "octree_bench.hpp"
@@ -80,8 +81,11 @@ class reference_runner final : public pass_runner {
 
 class cpu_runner final : public pass_runner {
  public:
-  cpu_runner(const trees::octree& tree, const canopy::task_graph& graph, canopy::scheduler_options options)
-      : tree_(tree), sched_(graph, options), payloads_(static_cast<std::size_t>(tree.node_count())) {}
+  /// `task_node`: the twig decomposition's node of each task (twig_graph::task_node) when `graph`
+  /// is a twig graph, else null (one task per node).
+  cpu_runner(const trees::octree& tree, const canopy::task_graph& graph, canopy::scheduler_options options,
+             const std::vector<std::int32_t>* task_node = nullptr)
+      : tree_(tree), sched_(graph, options), payloads_(static_cast<std::size_t>(tree.node_count())), task_node_(task_node) {}
 
   run_outcome run_once() override {
     // NaN everywhere and a count no node has: a node the run skips cannot pass.
@@ -89,7 +93,7 @@ class cpu_runner final : public pass_runner {
     std::memset(&poison, 0xff, sizeof poison);
     std::fill(payloads_.begin(), payloads_.end(), poison);
     const auto start = clock_type::now();
-    const canopy::run_result r = sched_.run(ops());
+    const canopy::run_result r = run();
     return run_outcome{r.code, r.message, us_since(start)};
   }
   trees::comparison check(const trees::octree& tree, std::span<const trees::multipole<double>> reference,
@@ -97,11 +101,11 @@ class cpu_runner final : public pass_runner {
     return compare<float>(tree, payloads_, reference, perturb);
   }
   summary time(int warmup, int reps) override {
-    for (int i = 0; i < warmup; ++i) throw_if_failed(sched_.run(ops()));
+    for (int i = 0; i < warmup; ++i) throw_if_failed(run());
     std::vector<double> samples;
     for (int i = 0; i < reps; ++i) {
       const auto start = clock_type::now();
-      const canopy::run_result r = sched_.run(ops());
+      const canopy::run_result r = run();
       samples.push_back(us_since(start));
       throw_if_failed(r);
     }
@@ -109,13 +113,19 @@ class cpu_runner final : public pass_runner {
   }
 
  private:
-  trees::upward_ops<float> ops() { return trees::host_upward_ops<float>(tree_, payloads_.data()); }
+  canopy::run_result run() {
+    if (task_node_ == nullptr) return sched_.run(trees::host_upward_ops<float>(tree_, payloads_.data()));
+    return sched_.run(trees::twig_upward_ops<float>{task_node_->data(), tree_.points.data(), tree_.first_child.data(),
+                                                    tree_.child_count.data(), tree_.point_begin.data(),
+                                                    tree_.point_count.data(), payloads_.data()});
+  }
   static void throw_if_failed(const canopy::run_result& r) {
     if (!r.ok()) throw std::runtime_error(std::string(canopy::to_string(r.code)) + " in a timed run: " + r.message);
   }
   const trees::octree& tree_;
   canopy::cpu_scheduler sched_;
   std::vector<trees::multipole<float>> payloads_;
+  const std::vector<std::int32_t>* task_node_;
 };
 
 class host_platform final : public platform {
@@ -135,6 +145,7 @@ class host_platform final : public platform {
   void load(const trees::octree& tree, const bench_options& options) override {
     tree_ = &tree;
     graph_ = trees::make_upward_graph(tree);
+    twig_.reset();  // built on first use
     options_ = options.scheduler;
     options_.blocks = options.cpu_workers;
     options_.deadline = std::chrono::milliseconds(static_cast<long long>(std::max(1.0, std::ceil(options.budget_ms))));
@@ -142,6 +153,7 @@ class host_platform final : public platform {
   void unload() override {
     tree_ = nullptr;
     graph_.reset();
+    twig_.reset();
   }
 
   std::unique_ptr<pass_runner> runner(const variant& v) override {
@@ -150,7 +162,9 @@ class host_platform final : public platform {
     if (v.backend == backend_cpu && v.mode) {
       canopy::scheduler_options o = options_;
       o.mode = *v.mode;
-      return std::make_unique<cpu_runner>(*tree_, *graph_, o);
+      if (!v.twig) return std::make_unique<cpu_runner>(*tree_, *graph_, o);
+      if (!twig_) twig_ = trees::make_twig_graph(*tree_);
+      return std::make_unique<cpu_runner>(*tree_, twig_->graph, o, &twig_->task_node);
     }
     throw std::invalid_argument("host platform: cannot run '" + v.name + "' on backend " + v.backend);
   }
@@ -158,6 +172,7 @@ class host_platform final : public platform {
  private:
   const trees::octree* tree_ = nullptr;
   std::optional<canopy::task_graph> graph_;
+  std::optional<trees::twig_graph> twig_;
   canopy::scheduler_options options_;
   double copy_gb_per_s_ = 0;
 };

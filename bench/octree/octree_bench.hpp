@@ -47,6 +47,7 @@ struct variant {
   std::string backend;               ///< backend_gpu, backend_cpu or backend_host
   bool baseline = false;             ///< what a user would run instead of the scheduler
   std::optional<canopy::mode> mode;  ///< the scheduler mode (gpu and cpu backends), none for baselines' kernels
+  bool twig = false;                 ///< scheduler over twig tasks (trees/twig_pass.hpp), named "MODE+twig"
 };
 
 /// The GPU baselines of bench/baselines, by name.

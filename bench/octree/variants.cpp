@@ -54,6 +54,18 @@ variant scheduler_variant(canopy::mode m, std::string_view backend, bool as_cpu_
   return v;
 }
 
+// The same mode over twig tasks (a twig computes its leaves and itself in one task).
+variant twig_variant(canopy::mode m, std::string_view backend) {
+  variant v = scheduler_variant(m, backend, false);
+  v.name += "+twig";
+  v.twig = true;
+  return v;
+}
+
+// The twig variants in the default set: the modes that were fastest with twigs on an H100
+// (lockfree-tree at depth 8, continuation at depth 5; bench/RESULTS.md).
+constexpr canopy::mode default_twig_modes[] = {canopy::mode::lockfree_tree, canopy::mode::continuation};
+
 variant reference_variant() { return variant{"reference", std::string(backend_host), true, std::nullopt}; }
 
 variant gpu_baseline_variant(std::string_view name) {
@@ -84,6 +96,7 @@ std::vector<int> parse_depth_list(std::string_view text, int max_depth) {
 std::vector<variant> default_variants(std::string_view backend) {
   std::vector<variant> out;
   for (canopy::mode m : canopy::all_modes) out.push_back(scheduler_variant(m, backend, false));
+  for (canopy::mode m : default_twig_modes) out.push_back(twig_variant(m, backend));
   if (backend == backend_gpu) {
     for (std::string_view b : gpu_baseline_names) out.push_back(gpu_baseline_variant(b));
     out.push_back(reference_variant());
@@ -111,6 +124,13 @@ std::vector<variant> parse_variant_list(std::string_view list, std::string_view 
       for (const variant& v : defaults) add(v);
     } else if (item == "modes") {
       for (canopy::mode m : canopy::all_modes) add(scheduler_variant(m, backend, false));
+    } else if (item == "twigs") {
+      for (canopy::mode m : canopy::all_modes) add(twig_variant(m, backend));
+    } else if (item.ends_with("+twig")) {
+      const std::string_view name = item.substr(0, item.size() - 5);
+      const auto tm = canopy::parse_mode(name);
+      if (!tm) throw std::invalid_argument("--modes: '" + std::string(item) + "': unknown mode '" + std::string(name) + "'");
+      add(twig_variant(*tm, backend));
     } else if (item == "baselines") {
       for (const variant& v : defaults)
         if (v.baseline) add(v);
@@ -131,7 +151,7 @@ std::vector<variant> parse_variant_list(std::string_view list, std::string_view 
       std::string known;
       for (canopy::mode m : canopy::all_modes) known += std::string(canopy::to_string(m)) + ", ";
       for (std::string_view b : gpu_baseline_names) known += std::string(b) + ", ";
-      known += "reference, cpu, cpu:MODE, modes, baselines, all";
+      known += "reference, cpu, cpu:MODE, MODE+twig, modes, twigs, baselines, all";
       throw std::invalid_argument("--modes: unknown mode or baseline '" + std::string(item) + "' (known: " + known + ")");
     }
   }

@@ -10,6 +10,7 @@
 
 #include "backends_detail.hpp"
 #include "canopy/cpu_scheduler.hpp"
+#include "canopy/trees/twig_pass.hpp"
 #include "canopy/trees/upward_pass.hpp"
 
 namespace canopy::tool {
@@ -42,18 +43,19 @@ void summarise_times(std::vector<double> samples, backend_result& r) {
   r.reps = static_cast<int>(n);
 }
 
+bool twig_tasks(const backend_options& o) {
+  if (o.tasks != "node" && o.tasks != "twig") throw std::invalid_argument("unknown --tasks '" + o.tasks + "' (node, twig)");
+  return o.tasks == "twig";
+}
+
 void throw_if_failed(const canopy::run_result& r, const std::string& backend) {
   if (!r.ok()) throw std::runtime_error(backend + " backend: " + std::string(canopy::to_string(r.code)) + ": " + r.message);
 }
 
 namespace {
 
-backend_result run_cpu(const canopy::trees::octree& tree, const backend_options& options) {
-  const auto opts = to_scheduler_options(options);
-  canopy::cpu_scheduler sched(canopy::trees::make_upward_graph(tree), opts);
-  backend_result out;
-  out.payloads.resize(static_cast<std::size_t>(tree.node_count()));
-  const auto ops = canopy::trees::host_upward_ops<float>(tree, out.payloads.data());
+template <class Ops>
+void time_cpu_runs(canopy::cpu_scheduler& sched, const Ops& ops, const backend_options& options, backend_result& out) {
   std::vector<double> samples;
   for (int i = 0; i < options.reps; ++i) {
     const auto start = std::chrono::steady_clock::now();
@@ -62,8 +64,30 @@ backend_result run_cpu(const canopy::trees::octree& tree, const backend_options&
     throw_if_failed(r, "cpu");
   }
   summarise_times(std::move(samples), out);
+}
+
+backend_result run_cpu(const canopy::trees::octree& tree, const backend_options& options) {
+  namespace ct = canopy::trees;
+  const auto opts = to_scheduler_options(options);
+  backend_result out;
+  out.payloads.resize(static_cast<std::size_t>(tree.node_count()));
+  int workers = 0;
+  if (twig_tasks(options)) {
+    const ct::twig_graph tg = ct::make_twig_graph(tree);
+    canopy::cpu_scheduler sched(tg.graph, opts);
+    time_cpu_runs(sched,
+                  ct::twig_upward_ops<float>{tg.task_node.data(), tree.points.data(), tree.first_child.data(),
+                                             tree.child_count.data(), tree.point_begin.data(), tree.point_count.data(),
+                                             out.payloads.data()},
+                  options, out);
+    workers = sched.worker_count();
+  } else {
+    canopy::cpu_scheduler sched(ct::make_upward_graph(tree), opts);
+    time_cpu_runs(sched, ct::host_upward_ops<float>(tree, out.payloads.data()), options, out);
+    workers = sched.worker_count();
+  }
   out.backend = "cpu";
-  out.device = std::to_string(sched.worker_count()) + " CPU workers";
+  out.device = std::to_string(workers) + " CPU workers, " + options.tasks + " tasks";
   return out;
 }
 

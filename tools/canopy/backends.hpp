@@ -19,6 +19,7 @@ struct backend_options {
   std::string push_policy = "round-robin";
   double deadline_ms = 10000;
   int reps = 1;                        ///< timed runs after an untimed warm-up; the median is reported
+  std::string tasks = "node";          ///< "node" (a task per node) or "twig" (trees/twig_pass.hpp)
 };
 
 struct backend_result {

@@ -4,7 +4,11 @@
 #include "backends_detail.hpp"
 #include "canopy/gpu_scheduler.cuh"
 #include "canopy/trees/device_octree.cuh"
+#include "canopy/trees/twig_pass.hpp"
 #include "canopy/trees/upward_pass.hpp"
+
+#include <algorithm>
+#include <memory>
 
 namespace canopy::tool {
 
@@ -13,11 +17,11 @@ bool gpu_available() { return canopy::gpu_available(); }
 namespace {
 
 template <class Ops>
-backend_result run_with(const canopy::trees::octree& tree, const backend_options& options,
+backend_result run_with(const canopy::trees::octree& tree, const canopy::task_graph& graph, const backend_options& options,
                         canopy::trees::device_payloads<float>& payloads, const Ops& ops) {
   namespace ct = canopy::trees;
   const auto opts = to_scheduler_options(options);
-  canopy::gpu_scheduler sched(ct::make_upward_graph(tree), opts);
+  canopy::gpu_scheduler sched(graph, opts);
   // One untimed run first: module load, first-touch of the tree and the occupancy query stay out
   // of the reported time, which is then one warm launch plus synchronisation.
   throw_if_failed(sched.run(ops), "gpu");
@@ -49,8 +53,8 @@ backend_result run_with(const canopy::trees::octree& tree, const backend_options
   cudaDeviceProp prop{};
   canopy::detail::cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   out.device = std::string(prop.name) + ", " + std::to_string(sched.last_grid()) + " blocks x " +
-               std::to_string(opts.threads_per_block) + " threads, " + std::to_string(Ops::group_size) +
-               " lanes per task, mode " + std::string(canopy::to_string(opts.mode));
+               std::to_string(opts.threads_per_block) + " threads, " + options.tasks + " tasks of " +
+               std::to_string(Ops::group_size) + " lanes, mode " + std::string(canopy::to_string(opts.mode));
   summarise_times(std::move(samples), out);
   return out;
 }
@@ -62,10 +66,28 @@ backend_result run_gpu(const canopy::trees::octree& tree, const backend_options&
   ct::device_octree dtree(tree);
   ct::device_payloads<float> payloads(tree.node_count());
   const ct::octree_ref t = dtree.ref();
+  if (twig_tasks(options)) {
+    const ct::twig_graph tg = ct::make_twig_graph(tree);
+    std::int32_t* task_node = nullptr;
+    canopy::detail::cuda_check(cudaMalloc(&task_node, sizeof(std::int32_t) * std::max<std::size_t>(1, tg.task_node.size())),
+                               "cudaMalloc");
+    struct device_free {
+      void operator()(std::int32_t* p) const { cudaFree(p); }
+    };
+    const std::unique_ptr<std::int32_t, device_free> owner(task_node);
+    canopy::detail::cuda_check(cudaMemcpy(task_node, tg.task_node.data(), sizeof(std::int32_t) * tg.task_node.size(),
+                                          cudaMemcpyHostToDevice),
+                               "cudaMemcpy");
+    return ct::with_twig_lanes(ct::upward_lanes(tree), [&](auto lanes) {
+      const ct::twig_upward_ops<float, lanes()> ops{task_node,     t.points,        t.first_child, t.child_count,
+                                                     t.point_begin, t.point_count, payloads.data()};
+      return run_with(tree, tg.graph, options, payloads, ops);
+    });
+  }
   return ct::with_upward_lanes(ct::upward_lanes(tree), [&](auto lanes) {
     const ct::upward_ops<float, lanes()> ops{t.points, t.first_child, t.child_count, t.point_begin, t.point_count,
                                               payloads.data()};
-    return run_with(tree, options, payloads, ops);
+    return run_with(tree, ct::make_upward_graph(tree), options, payloads, ops);
   });
 }
 

@@ -31,7 +31,7 @@ struct pass_options {
 
 // Options that only the scheduler backends read; named in the warning when given with reference.
 constexpr const char* scheduler_option_names[] = {"--blocks", "--threads", "--queue-capacity", "--push-policy",
-                                                  "--mode", "--deadline-ms", "--reps"};
+                                                  "--mode", "--deadline-ms", "--reps", "--tasks"};
 
 void add_pass_options(CLI::App& cmd, pass_options& o) {
   cmd.add_option("FILE", o.file, input_help)->required();
@@ -68,6 +68,12 @@ void add_pass_options(CLI::App& cmd, pass_options& o) {
                  "(the payloads checked are the last run's). For comparisons across modes and baselines "
                  "use `canopy bench`")
       ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd.add_option("--tasks", o.backend.tasks,
+                 "node: one task per octree node; twig: a task computes a node whose children are all "
+                 "leaves together with its leaves (8x fewer tasks on a complete tree; faster on complete "
+                 "trees, slower on adaptive ones on an H100, see bench/RESULTS.md)")
+      ->check(CLI::IsMember({"node", "twig"}))
       ->capture_default_str();
   cmd.add_flag("--json", o.json, "print the result as JSON");
 }

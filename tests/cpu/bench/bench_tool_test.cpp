@@ -42,7 +42,7 @@ TEST_F(CanopyBench, cpu_backend_depths_1_to_3_table_json_csv) {
   EXPECT_EQ(j["schema"], "canopy-bench-octree/1");
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_EQ(j["options"]["reps"], 3);
-  ASSERT_EQ(j["results"].size(), 3u * 9u);  // 8 modes and the reference on each depth
+  ASSERT_EQ(j["results"].size(), 3u * 11u);  // 8 modes, 2 on twig tasks and the reference on each depth
   for (const auto& e : j["results"]) {
     EXPECT_EQ(e["status"], "ok") << e.dump();
     EXPECT_EQ(e["tree_kind"], "complete");
@@ -51,13 +51,14 @@ TEST_F(CanopyBench, cpu_backend_depths_1_to_3_table_json_csv) {
     EXPECT_GT(e["bytes"].get<double>(), 0);
   }
   EXPECT_EQ(j["results"][0]["mode"], "mutex");
-  EXPECT_EQ(j["results"][8]["mode"], "reference");
-  EXPECT_EQ(j["results"][8]["backend"], "host");
+  EXPECT_EQ(j["results"][8]["mode"], "lockfree-tree+twig");
+  EXPECT_EQ(j["results"][10]["mode"], "reference");
+  EXPECT_EQ(j["results"][10]["backend"], "host");
 
   std::istringstream in(slurp(csv));
   int lines = 0;
   for (std::string line; std::getline(in, line);) ++lines;
-  EXPECT_EQ(lines, 1 + 27);
+  EXPECT_EQ(lines, 1 + 33);
   expect_no_leftovers();
 }
 

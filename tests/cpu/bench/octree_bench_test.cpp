@@ -52,14 +52,16 @@ std::vector<std::string> names(const std::vector<cb::variant>& vs) {
 
 TEST(parse_variant_list, defaults_per_backend) {
   const auto gpu = cb::default_variants("gpu");
-  ASSERT_EQ(gpu.size(), 8u + 3u + 2u);  // modes, GPU baselines, reference, cpu:continuation
+  ASSERT_EQ(gpu.size(), 8u + 2u + 3u + 2u);  // modes, two on twig tasks, GPU baselines, reference, cpu:continuation
   EXPECT_EQ(gpu.front().name, "mutex");
   EXPECT_EQ(gpu.front().backend, "gpu");
   EXPECT_FALSE(gpu.front().baseline);
   EXPECT_EQ(names(gpu).back(), "cpu:continuation@cpu");
   EXPECT_TRUE(gpu.back().baseline);
   const auto cpu = cb::default_variants("cpu");
-  ASSERT_EQ(cpu.size(), 8u + 1u);  // modes on the cpu backend, reference
+  ASSERT_EQ(cpu.size(), 8u + 2u + 1u);  // modes on the cpu backend, two on twig tasks, reference
+  EXPECT_EQ(names(cpu)[8], "lockfree-tree+twig@cpu");
+  EXPECT_TRUE(cpu[9].twig);
   EXPECT_EQ(names(cpu).front(), "mutex@cpu");
   EXPECT_EQ(names(cpu).back(), "reference@host");
   EXPECT_EQ(names(cb::parse_variant_list("", "cpu")), names(cpu));
@@ -76,7 +78,14 @@ TEST(parse_variant_list, names_aliases_and_duplicates) {
   const auto v = cb::parse_variant_list("lockfree", "gpu");
   ASSERT_TRUE(v.front().mode.has_value());
   EXPECT_EQ(*v.front().mode, canopy::mode::lockfree);
-  for (const char* bad : {"bogus", "cpu:bogus", "mutex,,lockfree", "Mutex"}) {
+  EXPECT_FALSE(v.front().twig);
+  // MODE+twig: the same mode over twig tasks; "twigs": every mode over twig tasks.
+  const auto t = cb::parse_variant_list("continuation+twig,continuation", "gpu");
+  EXPECT_EQ(names(t), (std::vector<std::string>{"continuation+twig@gpu", "continuation@gpu"}));
+  EXPECT_TRUE(t[0].twig);
+  EXPECT_EQ(*t[0].mode, canopy::mode::continuation);
+  EXPECT_EQ(cb::parse_variant_list("twigs", "cpu").size(), 8u);
+  for (const char* bad : {"bogus", "cpu:bogus", "mutex,,lockfree", "Mutex", "bogus+twig", "+twig"}) {
     try {
       cb::parse_variant_list(bad, "gpu");
       ADD_FAILURE() << "'" << bad << "' was accepted";
@@ -416,7 +425,7 @@ TEST(bench_engine_host, every_cpu_mode_and_the_reference_validate) {
   int builds = 0;
   const auto trees_to_run = complete_trees(1, 3, &builds);
   const auto r = engine.run(trees_to_run, cb::default_variants("cpu"), "cpu");
-  ASSERT_EQ(r.entries.size(), 3u * 9u);
+  ASSERT_EQ(r.entries.size(), 3u * 11u);  // 8 modes, 2 on twig tasks, the reference; 3 trees
   for (const auto& e : r.entries) {
     EXPECT_EQ(e.status, cb::entry_status::ok) << e.tree << " " << e.variant << ": " << e.note;
     EXPECT_EQ(e.reps, 3);

@@ -125,6 +125,21 @@ TEST_F(CanopyTool, ValidateReferenceOverSizesAndDistributions) {
   }
 }
 
+TEST_F(CanopyTool, ValidateTwigTasksOnTheCpuBackend) {
+  // --tasks twig: a complete tree (all twigs) and adaptive ones (twigs, plain nodes, loose leaves).
+  for (const char* spec : {"gen:lattice:3:8", "gen:plummer:5001:3", "gen:clusters:20000:4", "gen:uniform:1"}) {
+    for (const char* mode : {"continuation", "mutex"}) {
+      const auto r = run({"validate", spec, "--backend", "cpu", "--tasks", "twig", "--mode", mode, "--max-leaf", "8",
+                          "--json"});
+      EXPECT_EQ(r.exit_code, 0) << spec << " " << mode << "\n" << r.out << r.err;
+      if (r.exit_code != 0) continue;
+      const auto j = nlohmann::json::parse(r.out);
+      EXPECT_TRUE(j["counts_match"]) << spec;
+      EXPECT_TRUE(j["within_tolerance"]) << spec;
+    }
+  }
+}
+
 TEST_F(CanopyTool, DotWritesTheTaskGraph) {
   const auto out = path("tree.dot");
   const auto r = run({"dot", "gen:uniform:500", "--max-leaf", "16", "-o", out});
@@ -217,7 +232,8 @@ TEST_F(CanopyTool, BadOption) {
 
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{}, {"frobnicate"}, {"validate", "x.bin", "--backend", "quantum"},
-        {"accumulate", "x.bin", "--mode", "fastest"}, {"build", "x.bin", "--max-depth", "22"},
+        {"accumulate", "x.bin", "--mode", "fastest"}, {"accumulate", "x.bin", "--tasks", "leaf"},
+        {"build", "x.bin", "--max-depth", "22"},
         {"gen", "--dist", "uniform", "-n", "-5", "-o", "x.bin"}}) {
     const auto bad = run(args);
     EXPECT_EQ(bad.exit_code, 2) << bad.err;

@@ -40,7 +40,7 @@ TEST_F(bench_octree_gpu, every_mode_and_baseline_validates_on_depths_1_to_3) {
   engine.add_platform(cb::make_gpu_platform());
   engine.add_platform(cb::make_host_platform());
   const auto r = engine.run(depths(1, 3), cb::default_variants("gpu"), "gpu");
-  ASSERT_EQ(r.entries.size(), 3u * 13u);
+  ASSERT_EQ(r.entries.size(), 3u * 15u);  // 8 modes, 2 on twig tasks, 3 baselines, reference, cpu:continuation
   for (const auto& e : r.entries) {
     EXPECT_EQ(e.status, cb::entry_status::ok) << e.tree << " " << e.variant << " (" << e.backend << "): " << e.note;
     if (e.status == cb::entry_status::ok) {
@@ -58,7 +58,7 @@ TEST_F(bench_octree_gpu, every_mode_and_baseline_validates_on_depths_1_to_3) {
 }
 
 TEST_F(bench_octree_gpu, an_injected_wrong_result_fails_for_modes_and_baselines) {
-  for (const char* name : {"continuation", "level-graph"}) {
+  for (const char* name : {"continuation", "continuation+twig", "level-graph"}) {
     cb::bench_options o;
     o.reps = 3;
     o.inject_wrong_result = name;

@@ -15,7 +15,7 @@ struct backoff {
   unsigned max_ns = 1024;
   CANOPY_HD void pause() {
 #if CANOPY_DEVICE_CODE
-    __nanosleep(ns);
+    __nanosleep(ns < max_ns ? ns : max_ns);
     if (ns < max_ns) ns *= 2;
 #else
     std::this_thread::yield();

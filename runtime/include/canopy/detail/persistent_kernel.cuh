@@ -131,6 +131,17 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
   }
 }
 
+/// The longest an idle block sleeps before it looks at the queues again: 1/16 of the time the run
+/// has taken so far, at least 2 us, at most r.idle_sleep_max_ns. A block asleep when the run ends
+/// delays the end by up to twice its sleep (__nanosleep's range), so the cap must stay small in
+/// short runs (a depth-5 tree takes ~40 us); in long ones the idle blocks' polling is what costs
+/// (see auto_idle_sleep_ns in gpu_scheduler.cuh), and the end is a small fraction of the run.
+__device__ __forceinline__ unsigned idle_sleep_cap(const scheduler_ref& r, std::uint64_t start) {
+  const std::uint64_t cap = (global_timer_ns() - start) >> 4;
+  return cap < 2048 ? (r.idle_sleep_max_ns < 2048 ? r.idle_sleep_max_ns : 2048)
+                    : cap > r.idle_sleep_max_ns ? r.idle_sleep_max_ns : static_cast<unsigned>(cap);
+}
+
 /// Modes all-threads and later: the block master fetches a batch for the whole block, every lane
 /// group runs its share of it (a group is one thread unless Ops asks for more), and the master
 /// pushes what the block made ready.
@@ -159,13 +170,13 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
   std::uint32_t tick = 0;
   bool first_fetch = true;
   bool sources_done = false;  // thread 0's
-  const std::uint64_t deadline = global_timer_ns() + r.budget_ns;
+  const std::uint64_t start = global_timer_ns(), deadline = start + r.budget_ns;
   if (tid == 0) s_staged = 0;
 
   for (;;) {
     if (tid == 0) {
       block_batch b{0, 0, 0};
-      backoff idle{64, r.idle_sleep_max_ns};
+      backoff idle{64, idle_sleep_cap(r, start)};
       for (unsigned polls = 0;; ++polls) {
         if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { b.queued = -1; break; }
         b = fetch_block_batch<M>(r, worker, &priv, batch, batch_max, polls == 0 && first_fetch, sources_done);
@@ -177,6 +188,7 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
           break;
         }
         if ((polls & 255) == 255 && abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); b.queued = -1; break; }
+        if ((polls & 7) == 7) idle.max_ns = idle_sleep_cap(r, start);
         idle.pause();
       }
       s_batch = b;

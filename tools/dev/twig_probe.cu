@@ -1,0 +1,113 @@
+// Tuning probe (not part of the suite): node tasks (upward_pass.hpp) against twig tasks
+// (twig_pass.hpp) and the baselines, on complete octrees and a Plummer sphere; every result is
+// validated against the double reference before it is timed (warm medians, CUDA events around
+// run(), i.e. launch and wait). Build after the gpu preset:
+//   nvcc -O3 -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -Xcompiler -static-libstdc++ \
+//     -Xcompiler -static-libgcc -Iruntime/include -Itrees/include -Ibench tools/dev/twig_probe.cu \
+//     build/gpu/bench/baselines/libcanopy_bench_baselines.a build/gpu/trees/libcanopy_trees.a \
+//     build/gpu/runtime/libcanopy_runtime.a -o build/gpu/twig_probe     # then: twig_probe [max_depth]
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+#include "baselines/baselines.cuh"
+#include "common/gpu_timing.cuh"
+#include "canopy/gpu_scheduler.cuh"
+#include "canopy/trees/device_octree.cuh"
+#include "canopy/trees/generators.hpp"
+#include "canopy/trees/reference.hpp"
+#include "canopy/trees/twig_pass.hpp"
+#include "canopy/trees/upward_pass.hpp"
+
+namespace ct = canopy::trees;
+
+template <class F>
+double median_us(F&& f, int reps) {
+  cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
+  for (int i = 0; i < 3; ++i) f();
+  std::vector<double> v;
+  for (int i = 0; i < reps; ++i) {
+    cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b);
+    float ms; cudaEventElapsedTime(&ms, a, b); v.push_back(ms * 1e3);
+  }
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  const int max_depth = argc > 1 ? std::atoi(argv[1]) : 8;
+  const double copy = canopy::bench::measure_copy_bandwidth();
+  std::printf("copy bandwidth %.0f GB/s\n", copy);
+  for (int which = 0; which < 3; ++which) {
+    if (which == 1 && max_depth < 8) continue;
+    const ct::octree tree = which == 0 ? ct::build_complete_octree(5, 8, 1)
+                          : which == 1 ? ct::build_complete_octree(8, 8, 1)
+                                       : ct::build_octree(ct::generate_plummer(16u << 20, 1), ct::build_options{32, 21});
+    const std::string name = which == 0 ? "depth 5" : which == 1 ? "depth 8" : "plummer 16M leaf 32";
+    const int reps = tree.node_count() > 1000000 ? 10 : 30;
+    const auto ref = ct::reference_upward_pass(tree);
+    ct::device_octree d(tree);
+    ct::device_payloads<float> out(tree.node_count());
+    const auto t = d.ref();
+    const double bytes = static_cast<double>(canopy::bench::upward_pass_bytes(t));
+    auto report = [&](const std::string& what, bool ok, double us) {
+      std::printf("%-20s %-34s %s %10.1f us  %5.1f%% of copy\n", name.c_str(), what.c_str(), ok ? "ok " : "BAD", us,
+                  100.0 * bytes / (us * 1e-6) / 1e9 / copy);
+    };
+    auto check = [&] { return ct::compare_payloads<float>(tree, out.download(), ref).within_tolerance; };
+    auto poison = [&] { cudaMemset(out.data(), 0xff, sizeof(ct::multipole<float>) * tree.node_count()); };
+    {
+      canopy::bench::baseline_runner runner(d, out);
+      for (auto k : canopy::bench::all_baseline_kinds) {
+        poison();
+        runner.run(k); cudaDeviceSynchronize();
+        const bool ok = check();
+        report(std::string(canopy::bench::to_string(k)), ok, median_us([&] { runner.run(k); cudaStreamSynchronize(nullptr); }, reps));
+      }
+    }
+    const auto modes = {canopy::mode::lockfree_tree, canopy::mode::lockfree, canopy::mode::continuation};
+    {
+      canopy::gpu_scheduler s(ct::make_upward_graph(tree), canopy::scheduler_options{});
+      ct::with_upward_lanes(ct::upward_lanes(tree), [&](auto L) {
+        const ct::upward_ops<float, L()> ops{t.points, t.first_child, t.child_count, t.point_begin, t.point_count, out.data()};
+        for (auto m : modes) {
+          s.set_mode(m);
+          poison();
+          const auto r = s.run(ops);
+          const bool ok = r.ok() && check();
+          report("node tasks " + std::string(canopy::to_string(m)) + " L" + std::to_string(L()), ok,
+                 ok ? median_us([&] { s.run(ops); }, reps) : -1);
+        }
+        return 0;
+      });
+    }
+    {
+      const ct::twig_graph tg = ct::make_twig_graph(tree);
+      std::int32_t* task_node = nullptr;
+      cudaMalloc(&task_node, sizeof(std::int32_t) * tg.task_node.size());
+      cudaMemcpy(task_node, tg.task_node.data(), sizeof(std::int32_t) * tg.task_node.size(), cudaMemcpyHostToDevice);
+      std::printf("%-20s twig graph: %d tasks (%d twigs) for %d nodes\n", name.c_str(), tg.graph.task_count(), tg.twig_count,
+                  tree.node_count());
+      for (int threads : {128, 256, 512}) {
+        canopy::scheduler_options o; o.threads_per_block = threads;
+        canopy::gpu_scheduler s(tg.graph, o);
+        ct::with_twig_lanes(ct::upward_lanes(tree), [&](auto L) {
+          const ct::twig_upward_ops<float, L()> ops{task_node, t.points, t.first_child, t.child_count, t.point_begin,
+                                                    t.point_count, out.data()};
+          for (auto m : modes) {
+            s.set_mode(m);
+            poison();
+            const auto r = s.run(ops);
+            const bool ok = r.ok() && check();
+            report("twig tasks " + std::string(canopy::to_string(m)) + " L" + std::to_string(L()) + " T" + std::to_string(threads),
+                   ok, ok ? median_us([&] { s.run(ops); }, reps) : -1);
+            if (!r.ok()) std::printf("   %s\n", r.message.c_str());
+          }
+          return 0;
+        });
+      }
+      cudaFree(task_node);
+    }
+  }
+}

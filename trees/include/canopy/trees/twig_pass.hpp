@@ -1,0 +1,152 @@
+// The octree upward pass with twig tasks: a *twig* is an internal node whose children are all
+// leaves; its task computes the leaves' moments from their points (P2M) and merges them into the
+// twig's (M2M) in registers, and writes all of them. The leaves under twigs are no tasks of their
+// own. Every other node is one task, as in upward_pass.hpp.
+//
+// Why: with one task per node the bottom of a tree costs a task, a dependency arrival (a
+// device-scope acq_rel atomic) and a re-read of each leaf's payload by its parent, for 128 bytes
+// of points per leaf (8 points). A twig task moves 8 leaves' points in one go, skips 8 arrivals,
+// and never reads the leaf payloads back. On a complete octree the graph has 8x fewer tasks and
+// one dependent level less. The results are the same moments (the merge order within a twig is
+// the canonical one of group_merge), checked against the double reference like any other run.
+//
+//   const twig_graph tg = make_twig_graph(tree);                     // host, O(nodes)
+//   device_buffer task_node(tg.task_node) ...                           // upload
+//   twig_upward_ops<float, 2> ops{task_node, points, first_child, child_count, point_begin,
+//                                  point_count, payload};
+//   scheduler.run(ops);                                                 // a scheduler over tg.graph
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "canopy/config.hpp"
+#include "canopy/task_graph.hpp"
+#include "canopy/trees/multipole.hpp"
+#include "canopy/trees/octree.hpp"
+
+#if defined(__CUDACC__)
+#include "canopy/lane_group.cuh"
+#include "canopy/trees/group_multipole.cuh"
+#endif
+
+namespace canopy::trees {
+
+/// The task graph of the twig decomposition and, per task, the node it computes. A twig task's
+/// entry is the bitwise complement of its node (~node < 0); any other task's is its node.
+struct twig_graph {
+  task_graph graph;
+  std::vector<std::int32_t> task_node;
+  std::int32_t twig_count = 0;
+};
+
+/// Builds the twig decomposition of `tree`: tasks for every internal node (twigs marked) and for
+/// the leaves whose parent is not a twig; sources (twigs and those leaves) in Morton order. A tree
+/// that is a single leaf is one leaf task.
+twig_graph make_twig_graph(const octree& tree);
+
+/// Payloads of a twig task and its leaves on one thread (the CPU backend, the warp-master modes).
+template <class T>
+CANOPY_HD void twig_task_serial(const point* points, const std::int32_t* first_child, const std::int32_t* child_count,
+                                const std::int32_t* point_begin, const std::int32_t* point_count, multipole<T>* payload,
+                                std::int32_t entry) {
+  if (entry >= 0) {
+    const std::int32_t node = entry, children = child_count[node];
+    if (children == 0) {
+      payload[node] = p2m<T>(points + point_begin[node], point_count[node]);
+      return;
+    }
+    const std::int32_t first = first_child[node];
+    multipole<T> acc = payload[first];
+    for (std::int32_t c = 1; c < children; ++c) acc = m2m_merge(acc, payload[first + c]);
+    payload[node] = acc;
+    return;
+  }
+  const std::int32_t node = ~entry, first = first_child[node], children = child_count[node];
+  multipole<T> acc = multipole_identity<T>();
+  for (std::int32_t c = 0; c < children; ++c) {
+    const multipole<T> leaf = p2m<T>(points + point_begin[first + c], point_count[first + c]);
+    payload[first + c] = leaf;
+    acc = m2m_merge(acc, leaf);
+  }
+  payload[node] = acc;
+}
+
+/// Ops for a scheduler over twig_graph::graph. `LeafLanes` lanes compute each leaf of a twig (about
+/// four points per lane suits: trees::upward_lanes), so a task runs on 8 * LeafLanes lanes (at most
+/// a warp: LeafLanes <= 4).
+template <class T, int LeafLanes = 2>
+struct twig_upward_ops {
+  static_assert(LeafLanes == 1 || LeafLanes == 2 || LeafLanes == 4, "LeafLanes: 1, 2 or 4");
+  static constexpr int group_size = 8 * LeafLanes;
+
+  const std::int32_t* task_node;
+  const point* points;
+  const std::int32_t* first_child;
+  const std::int32_t* child_count;
+  const std::int32_t* point_begin;
+  const std::int32_t* point_count;
+  multipole<T>* payload;
+
+  CANOPY_HD void operator()(task_id t) const {
+    twig_task_serial<T>(points, first_child, child_count, point_begin, point_count, payload, task_node[t]);
+  }
+
+#if defined(__CUDACC__)
+  template <int G>
+  __device__ void operator()(task_id t, const lane_group<G>& g) const {
+    const std::int32_t entry = __ldg(task_node + t);
+    if constexpr (!std::is_same_v<T, float> || G < 8) {
+      // One thread per task (the warp-master modes call with G = 1).
+      if (g.rank == 0) (*this)(t);
+    } else {
+      constexpr int L = G / 8;  // lanes per leaf of a twig
+      multipole<float> r;
+      if (entry >= 0) {
+        const std::int32_t node = entry, children = __ldg(child_count + node);
+        if (children == 0) {
+          r = group_p2m(g, points + __ldg(point_begin + node), __ldg(point_count + node));
+        } else {
+          // Children were written during this run by other SMs: read them through L2.
+          r = group_merge<G, 1>(g, payload + __ldg(first_child + node), children, load_through_l2{});
+        }
+      } else {
+        const std::int32_t node = ~entry, first = __ldg(first_child + node), children = __ldg(child_count + node);
+        const int c = g.rank / L;  // the leaf this lane helps with
+        r = multipole_identity<float>();
+        if (c < children) {
+          const lane_group<L> sub = lane_group<L>::here();
+          r = group_p2m(sub, points + __ldg(point_begin + first + c), __ldg(point_count + first + c));
+          if (sub.rank == 0) payload[first + c] = r;
+        }
+        // Merge the leaves across the sub-groups in the canonical order (lower lanes' first), so
+        // every lane ends with the bitwise same twig moments.
+#pragma unroll
+        for (int o = L; o < G; o *= 2) {
+          const multipole<float> other = exchange_multipole(g, r, o);
+          r = (g.rank & o) != 0 ? m2m_merge(other, r) : m2m_merge(r, other);
+        }
+        if (g.rank == 0) payload[node] = r;
+        return;
+      }
+      if (g.rank == 0) payload[entry] = r;
+    }
+  }
+#endif
+};
+static_assert(std::is_trivially_copyable_v<twig_upward_ops<float>>);
+static_assert(std::is_trivially_copyable_v<twig_upward_ops<double>>);
+
+/// Calls f(std::integral_constant<int, L>{}) with the lanes per leaf of a twig for a tree whose
+/// upward_lanes() is `lanes` (1, 2, 4; 8 is capped to 4 so that a twig fits a warp).
+template <class F>
+decltype(auto) with_twig_lanes(int lanes, F&& f) {
+  switch (lanes) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    default: return f(std::integral_constant<int, 4>{});
+  }
+}
+
+}  // namespace canopy::trees
