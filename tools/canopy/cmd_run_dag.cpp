@@ -108,8 +108,11 @@ int run(const run_dag_options& o) {
     return pass ? exit_ok : exit_mismatch;
   }
   fmt::print("dag       {}\n", o.file);
-  fmt::print("tasks     {} ({} edges, {} sources, {} sinks)\n", grouped(graph.task_count()), grouped(edges), grouped(sources),
-             grouped(graph.sink_count()));
+  const auto counted = [](long long n, const char* one, const char* many) {
+    return grouped(n) + " " + (n == 1 ? one : many);
+  };
+  fmt::print("tasks     {} ({}, {}, {})\n", grouped(graph.task_count()), counted(edges, "edge", "edges"),
+             counted(sources, "source", "sources"), counted(graph.sink_count(), "sink", "sinks"));
   fmt::print("backend   {} on {}\n", result.backend, result.device);
   fmt::print("time      {:.1f} us (the scheduled run only)\n", result.elapsed_us);
   if (pass)

@@ -37,7 +37,7 @@ TEST_F(RunDag, ExampleDiamondPassesOnEveryBackend) {
   for (const char* backend : {"reference", "cpu", "auto"}) {
     const auto r = run({"run-dag", CANOPY_EXAMPLE_DAG, "--backend", backend, "--blocks", "2"});
     EXPECT_EQ(r.exit_code, 0) << backend << "\n" << r.out << r.err;
-    EXPECT_NE(r.out.find("tasks     29 (66 edges, 1 sources, 1 sinks)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("tasks     29 (66 edges, 1 source, 1 sink)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("result    PASS"), std::string::npos) << r.out;
   }
 }

@@ -207,6 +207,35 @@ TEST_F(GpuTest, TooManyBlocksIsRefusedBeforeLaunch) {
   EXPECT_NE(r.message.find("co-resident"), std::string::npos) << r.message;
 }
 
+// The idle blocks' sleep cap: automatic (4 ns per block, 2-64 us), or given; out of range is a
+// typed error at construction. Every value runs the same graph exactly.
+static_assert(canopy::detail::auto_idle_sleep_ns(1) == 2048);
+static_assert(canopy::detail::auto_idle_sleep_ns(1188) == 4752);
+static_assert(canopy::detail::auto_idle_sleep_ns(1 << 20) == 65536);
+
+TEST_F(GpuTest, IdleSleepCapIsCheckedAndEveryValueIsExact) {
+  const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(3000, 4));
+  for (long ns : {-1L, 1000001L}) {
+    canopy::scheduler_options opt;
+    opt.idle_sleep_max = std::chrono::nanoseconds(ns);
+    try {
+      canopy::gpu_scheduler s(g, opt);
+      ADD_FAILURE() << "idle_sleep_max " << ns << " ns was accepted";
+    } catch (const canopy::error& e) {
+      EXPECT_EQ(e.code(), canopy::status::invalid_argument) << e.what();
+    }
+  }
+  for (long ns : {0L, 64L, 2048L, 100000L, 1000000L}) {
+    canopy::scheduler_options opt;
+    opt.idle_sleep_max = std::chrono::nanoseconds(ns);
+    canopy::gpu_scheduler s(g, opt);
+    oracle_run o(g);
+    const auto r = o.run(s);
+    ASSERT_TRUE(r.ok()) << ns << " ns: " << r.message;
+    o.expect_exact("idle sleep cap " + std::to_string(ns) + " ns");
+  }
+}
+
 TEST_F(GpuTest, QueueOverflowIsReportedAndTheNextLaunchWorks) {
   std::vector<task_id> parent(1 + 2000 + 8000, canopy::no_task);
   for (int i = 1; i <= 2000; ++i) parent[i] = 0;
