@@ -15,6 +15,10 @@
 // the lanes that did not perform the acquire themselves may otherwise find a line this SM cached
 // earlier (ArborX #574, Axom #307).
 //
+// An Ops may also declare `static constexpr int tasks_per_group = N;` (1..32, capped at G): how
+// many tasks of a batch each group runs one after the other (default 4). Heavy tasks that move
+// many bytes each want more (the octree's twig tasks use 8).
+//
 // The CPU backend and the `mutex` .. `private-queues` modes (only warp masters work) call the group
 // operator with G = 1, so one operator serves every mode; a scalar `operator()(task_id)` is still
 // needed for the CPU backend.

@@ -94,6 +94,22 @@ constexpr int group_size_of() {
   }
 }
 
+/// Tasks a lane group runs one after the other in a batch: Ops::tasks_per_group if declared (1 ..
+/// 32), else 4; at most G, so that a batch fits the blockDim.x entries of the batch array.
+/// Bigger batches spread the master's fetch (L2 round trips while the block waits) over more work.
+template <class Ops>
+inline constexpr bool has_tasks_per_group = requires { Ops::tasks_per_group; };
+
+template <class Ops, int G>
+constexpr int tasks_per_group_of() {
+  int t = 4;
+  if constexpr (has_tasks_per_group<Ops>) {
+    static_assert(Ops::tasks_per_group >= 1 && Ops::tasks_per_group <= 32, "Ops::tasks_per_group must be 1..32");
+    t = Ops::tasks_per_group;
+  }
+  return t < G ? t : G;
+}
+
 template <class Ops, int G>
 __device__ __forceinline__ void invoke_task(const Ops& ops, task_id t, const lane_group<G>& g) {
   if constexpr (has_group_operator<Ops>) ops(t, g);
@@ -149,10 +165,8 @@ template <class Ops, mode M>
 __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
   constexpr mode_traits T = traits_of(M);
   constexpr int G = group_size_of<Ops>();
-  // A group runs up to this many tasks of a batch, one after the other: bigger batches spread the
-  // master's fetch (one or more L2 round trips while the block waits) over more work. At most G,
-  // so that a batch still fits the blockDim.x entries of `batch`.
-  constexpr int tasks_per_group = G >= 4 ? 4 : G;
+  // A group runs up to this many tasks of a batch, one after the other (tasks_per_group_of).
+  constexpr int tasks_per_group = tasks_per_group_of<Ops, G>();
   const lane_group<G> g = lane_group<G>::here();
   extern __shared__ task_id shared_tasks[];
   task_id* batch = shared_tasks;

@@ -62,7 +62,7 @@ struct upward_ops {
         constexpr int batch = MergeBatch < children_per_lane<G> ? MergeBatch : children_per_lane<G>;
         r = group_merge<G, batch>(g, payload + __ldg(first_child + node), children, load_through_l2{});
       }
-      if (g.rank == 0) payload[node] = r;
+      group_store(g, payload + node, r);
     }
   }
 #endif
