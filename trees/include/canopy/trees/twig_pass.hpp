@@ -25,6 +25,7 @@
 #include "canopy/task_graph.hpp"
 #include "canopy/trees/multipole.hpp"
 #include "canopy/trees/octree.hpp"
+#include "canopy/trees/upward_pass.hpp"
 
 #if defined(__CUDACC__)
 #include "canopy/lane_group.cuh"
@@ -51,16 +52,8 @@ template <class T>
 CANOPY_HD void twig_task_serial(const point* points, const std::int32_t* first_child, const std::int32_t* child_count,
                                 const std::int32_t* point_begin, const std::int32_t* point_count, multipole<T>* payload,
                                 std::int32_t entry) {
-  if (entry >= 0) {
-    const std::int32_t node = entry, children = child_count[node];
-    if (children == 0) {
-      payload[node] = p2m<T>(points + point_begin[node], point_count[node]);
-      return;
-    }
-    const std::int32_t first = first_child[node];
-    multipole<T> acc = payload[first];
-    for (std::int32_t c = 1; c < children; ++c) acc = m2m_merge(acc, payload[first + c]);
-    payload[node] = acc;
+  if (entry >= 0) {  // a plain node: exactly upward_ops' task
+    upward_ops<T>{points, first_child, child_count, point_begin, point_count, payload}(entry);
     return;
   }
   const std::int32_t node = ~entry, first = first_child[node], children = child_count[node];
