@@ -211,7 +211,6 @@ class gpu_platform final : public platform {
     canopy::scheduler_options o = options.scheduler;
     o.deadline = std::chrono::milliseconds(static_cast<long long>(std::max(1.0, std::ceil(options.budget_ms))));
     t->sched.emplace(trees::make_upward_graph(tree), o);
-    options_ = o;
     tree_ = std::move(t);
   }
 
@@ -224,7 +223,7 @@ class gpu_platform final : public platform {
       gpu_tree& t = *tree_;
       if (!t.twig_sched) {
         const trees::twig_graph tg = trees::make_twig_graph(*t.host);
-        canopy::scheduler_options o = options_;
+        canopy::scheduler_options o = t.sched->options();
         // Twig tasks run on groups of 8-32 lanes: 256-thread blocks moved 8% more bytes per second
         // than 128 at depth 8 on an H100 (bench/RESULTS.md), and were as fast at depth 5.
         o.threads_per_block = std::max(o.threads_per_block, 256);
@@ -260,7 +259,6 @@ class gpu_platform final : public platform {
  private:
   std::optional<platform_facts> facts_;
   std::unique_ptr<gpu_tree> tree_;
-  canopy::scheduler_options options_;  // of the loaded tree
 };
 
 }  // namespace

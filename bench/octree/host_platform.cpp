@@ -115,9 +115,7 @@ class cpu_runner final : public pass_runner {
  private:
   canopy::run_result run() {
     if (task_node_ == nullptr) return sched_.run(trees::host_upward_ops<float>(tree_, payloads_.data()));
-    return sched_.run(trees::twig_upward_ops<float>{task_node_->data(), tree_.points.data(), tree_.first_child.data(),
-                                                    tree_.child_count.data(), tree_.point_begin.data(),
-                                                    tree_.point_count.data(), payloads_.data()});
+    return sched_.run(trees::host_twig_upward_ops<float>(tree_, *task_node_, payloads_.data()));
   }
   static void throw_if_failed(const canopy::run_result& r) {
     if (!r.ok()) throw std::runtime_error(std::string(canopy::to_string(r.code)) + " in a timed run: " + r.message);

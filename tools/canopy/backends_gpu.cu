@@ -7,8 +7,7 @@
 #include "canopy/trees/twig_pass.hpp"
 #include "canopy/trees/upward_pass.hpp"
 
-#include <algorithm>
-#include <memory>
+#include <span>
 
 namespace canopy::tool {
 
@@ -68,18 +67,9 @@ backend_result run_gpu(const canopy::trees::octree& tree, const backend_options&
   const ct::octree_ref t = dtree.ref();
   if (twig_tasks(options)) {
     const ct::twig_graph tg = ct::make_twig_graph(tree);
-    std::int32_t* task_node = nullptr;
-    canopy::detail::cuda_check(cudaMalloc(&task_node, sizeof(std::int32_t) * std::max<std::size_t>(1, tg.task_node.size())),
-                               "cudaMalloc");
-    struct device_free {
-      void operator()(std::int32_t* p) const { cudaFree(p); }
-    };
-    const std::unique_ptr<std::int32_t, device_free> owner(task_node);
-    canopy::detail::cuda_check(cudaMemcpy(task_node, tg.task_node.data(), sizeof(std::int32_t) * tg.task_node.size(),
-                                          cudaMemcpyHostToDevice),
-                               "cudaMemcpy");
+    const ct::detail::device_array<std::int32_t> task_node{std::span<const std::int32_t>(tg.task_node)};
     return ct::with_twig_lanes(ct::upward_lanes(tree), [&](auto lanes) {
-      const ct::twig_upward_ops<float, lanes()> ops{task_node,     t.points,        t.first_child, t.child_count,
+      const ct::twig_upward_ops<float, lanes()> ops{task_node.data(), t.points,   t.first_child, t.child_count,
                                                      t.point_begin, t.point_count, payloads.data()};
       return run_with(tree, tg.graph, options, payloads, ops);
     });

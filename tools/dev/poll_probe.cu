@@ -14,6 +14,7 @@
 #include "canopy/trees/reference.hpp"
 #include "canopy/trees/upward_pass.hpp"
 #include "random_dag.hpp"
+#include "probe_timing.cuh"
 
 namespace ct = canopy::trees;
 
@@ -22,19 +23,6 @@ struct counting_ops {
   __device__ void operator()(canopy::task_id t) const { atomicAdd(runs + t, 1); }
 };
 struct noop_ops { __device__ void operator()(canopy::task_id) const {} };
-
-template <class F>
-double median_us(F&& f, int reps) {
-  cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> v;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b);
-    float ms; cudaEventElapsedTime(&ms, a, b); v.push_back(ms * 1e3);
-  }
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 100003;

@@ -15,23 +15,11 @@
 #include "canopy/trees/upward_pass.hpp"
 #include "baselines/baselines.cuh"
 #include "canopy/trees/generators.hpp"
+#include "probe_timing.cuh"
 
 namespace ct = canopy::trees;
 __global__ void empty_kernel() {}
 struct noop_ops { __device__ void operator()(canopy::task_id) const {} };
-
-template <class F>
-double median_us(F&& f, int reps = 50) {
-  cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> v;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b);
-    float ms; cudaEventElapsedTime(&ms, a, b); v.push_back(ms * 1e3);
-  }
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 template <int G, int B = (G >= 8 ? 1 : 2)>
 void run_tree(const ct::octree& tree, const std::vector<ct::multipole<double>>& ref, ct::device_octree& d,

@@ -19,21 +19,9 @@
 #include "canopy/trees/reference.hpp"
 #include "canopy/trees/twig_pass.hpp"
 #include "canopy/trees/upward_pass.hpp"
+#include "probe_timing.cuh"
 
 namespace ct = canopy::trees;
-
-template <class F>
-double median_us(F&& f, int reps) {
-  cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
-  for (int i = 0; i < 3; ++i) f();
-  std::vector<double> v;
-  for (int i = 0; i < reps; ++i) {
-    cudaEventRecord(a); f(); cudaEventRecord(b); cudaEventSynchronize(b);
-    float ms; cudaEventElapsedTime(&ms, a, b); v.push_back(ms * 1e3);
-  }
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int main(int argc, char** argv) {
   const int max_depth = argc > 1 ? std::atoi(argv[1]) : 8;

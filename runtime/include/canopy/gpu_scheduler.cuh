@@ -264,8 +264,8 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid) const {
                                counters_ + (1 - parity_),
                                report_device_,
                                static_cast<std::uint64_t>(options_.deadline.count()) * 1000000ull,
-                               options_.idle_sleep_max.count() > 0
-                                   ? static_cast<std::uint32_t>(std::min<std::int64_t>(options_.idle_sleep_max.count(), 1000000))
+                               options_.idle_sleep_max.count() > 0  // <= 1 ms, checked by the constructor
+                                   ? static_cast<std::uint32_t>(options_.idle_sleep_max.count())
                                    : detail::auto_idle_sleep_ns(grid)};
 }
 

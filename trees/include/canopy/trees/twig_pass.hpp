@@ -134,6 +134,16 @@ struct twig_upward_ops {
 static_assert(std::is_trivially_copyable_v<twig_upward_ops<float>>);
 static_assert(std::is_trivially_copyable_v<twig_upward_ops<double>>);
 
+/// Host views over a host octree and a twig graph's task_node (the CPU backend), as
+/// host_upward_ops is for node tasks.
+template <class T>
+twig_upward_ops<T> host_twig_upward_ops(const octree& tree, const std::vector<std::int32_t>& task_node,
+                                        multipole<T>* payload) {
+  return twig_upward_ops<T>{task_node.data(),        tree.points.data(),      tree.first_child.data(),
+                            tree.child_count.data(), tree.point_begin.data(), tree.point_count.data(),
+                            payload};
+}
+
 /// Calls f(std::integral_constant<int, L>{}) with the lanes per leaf of a twig for a tree whose
 /// upward_lanes() is `lanes` (1, 2, 4; 8 is capped to 4 so that a twig fits a warp).
 template <class F>
