@@ -52,7 +52,8 @@ detail::scheduler_ref cpu_scheduler::make_ref() {
                                /*next_counters*/ nullptr,
                                report_.get(),
                                /*budget_ns*/ 0,
-                               /*idle_sleep_max_ns*/ 0};
+                               /*idle_sleep_max_ns*/ 0,
+                               /*static_sources*/ 0};
 }
 
 run_result cpu_scheduler::finish(std::chrono::steady_clock::duration) {

@@ -116,7 +116,7 @@ class gpu_scheduler {
   }
 
  private:
-  detail::scheduler_ref make_ref(int grid) const;
+  detail::scheduler_ref make_ref(int grid, int batch_max) const;  // batch_max: tasks a block fetches at most
   void reset_state(int grid, bool full, cudaStream_t stream);  // counters; full = queues and pending too
   run_result finish(int grid, cudaStream_t stream);
   void release() noexcept;
@@ -142,6 +142,7 @@ class gpu_scheduler {
   detail::run_report* report_ = nullptr;      // mapped pinned host memory
   detail::run_report* report_device_ = nullptr;
   int last_grid_ = -1;
+  std::uint32_t static_sources_ = 0;  // of the last run: the failure report counts claimed sources
   bool need_full_reset_ = false;
   mutable std::vector<std::pair<const void*, int>> occupancy_cache_;
 };
@@ -220,6 +221,7 @@ inline gpu_scheduler& gpu_scheduler::operator=(gpu_scheduler&& o) noexcept {
   report_ = std::exchange(o.report_, nullptr);
   report_device_ = std::exchange(o.report_device_, nullptr);
   last_grid_ = o.last_grid_;
+  static_sources_ = o.static_sources_;
   need_full_reset_ = o.need_full_reset_;
   occupancy_cache_ = std::move(o.occupancy_cache_);
   return *this;
@@ -240,15 +242,17 @@ inline void gpu_scheduler::release() noexcept {
   report_ = report_device_ = nullptr;
 }
 
-inline detail::scheduler_ref gpu_scheduler::make_ref(int grid) const {
+inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) const {
   const auto& g = graph_;
   task_graph_ref gr{g.task_count(), parent_, succ_offsets_, succ_, dependency_count_, pending_, sources_,
                     static_cast<std::int32_t>(g.sources().size()), g.sink_count()};
   const int threads = options_.threads_per_block;
   // Spread the sources over the whole grid on the first pass (one chunk per block), but never
-  // more than a block can run at once.
+  // more than a block's batch holds: the block modes deal the first chunk of every block
+  // statically (static_sources), and a first fetch takes exactly one chunk.
   const std::int64_t per_block = (static_cast<std::int64_t>(gr.source_count) + grid - 1) / grid;
-  const int chunk = static_cast<int>(std::min<std::int64_t>(std::max<std::int64_t>(per_block, 1), threads));
+  const int chunk = static_cast<int>(std::min<std::int64_t>(std::max<std::int64_t>(per_block, 1), std::min(threads, batch_max)));
+  const auto static_sources = static_cast<std::uint32_t>(traits_of(options_.mode).block_fetch ? grid * chunk : 0);
   return detail::scheduler_ref{gr,
                                global_header_,
                                global_slots_,
@@ -266,7 +270,8 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid) const {
                                static_cast<std::uint64_t>(options_.deadline.count()) * 1000000ull,
                                options_.idle_sleep_max.count() > 0  // <= 1 ms, checked by the constructor
                                    ? static_cast<std::uint32_t>(options_.idle_sleep_max.count())
-                                   : detail::auto_idle_sleep_ns(grid)};
+                                   : detail::auto_idle_sleep_ns(grid),
+                               static_sources};
 }
 
 inline void gpu_scheduler::reset_state(int grid, bool full, cudaStream_t stream) {
@@ -343,7 +348,8 @@ run_result gpu_scheduler::run(const Ops& ops, cudaStream_t stream) {
   report_->task = no_task;
   report_->abort_requested = 0;
 
-  detail::scheduler_ref ref = make_ref(grid);
+  detail::scheduler_ref ref = make_ref(grid, detail::block_batch_max<Ops>(options_.threads_per_block));
+  static_sources_ = ref.static_sources;
   Ops ops_copy = ops;
   void* args[] = {&ops_copy, &ref};
   const std::size_t smem = detail::kernel_shared_bytes(options_.threads_per_block, private_capacity_);
@@ -377,7 +383,7 @@ inline run_result gpu_scheduler::finish(int grid, cudaStream_t stream) {
     r.task = graph_.find_stuck_task(pending);
     r.message = "deadline of " + std::to_string(options_.deadline.count()) + " ms passed; task " + std::to_string(r.task) +
                 " never became ready (" + std::to_string(c.sinks_left) + " of " + std::to_string(graph_.sink_count()) +
-                " sinks unfinished, " + std::to_string(std::min<std::uint32_t>(c.source_cursor, graph_.sources().size())) +
+                " sinks unfinished, " + std::to_string(std::min<std::uint64_t>(std::uint64_t{c.source_cursor} + static_sources_, graph_.sources().size())) +
                 " of " + std::to_string(graph_.sources().size()) + " sources claimed)";
   } else if (r.code == status::queue_overflow) {
     r.message = options_.mode == mode::mutex

@@ -50,7 +50,9 @@ struct block_batch {
 };
 
 /// The master's fetch, in pop order: private, own shared, sources, global (the first fetch of a
-/// run goes to the sources directly: every queue is still empty).
+/// run goes to the sources directly: every queue is still empty, and the block's first range of
+/// sources is dealt statically, no atomic: one L2 round trip less, and no queue of blocks on the
+/// cursor's line, before the first task).
 ///
 /// `sources_done` is the block's own note that the sources are exhausted: the cursor only grows,
 /// so once a claim comes back short no later claim can succeed, and the block stops reading the
@@ -67,10 +69,22 @@ __device__ block_batch fetch_block_batch(const scheduler_ref& r, int worker, loc
   }
   if (b.queued < max && !sources_done) {
     const int want = max - b.queued < r.source_chunk ? max - b.queued : r.source_chunk;
-    b.sources = claim_source_range<device_scope>(r, want, !first, &b.source_first);
+    if (first && r.static_sources > 0) {
+      // The host made source_chunk <= max, so want == source_chunk here and the static ranges
+      // tile [0, static_sources).
+      const auto total = static_cast<std::uint32_t>(r.graph.source_count);
+      b.source_first = static_cast<std::uint32_t>(worker) * static_cast<std::uint32_t>(r.source_chunk);
+      b.sources = b.source_first >= total ? 0 : total - b.source_first < static_cast<std::uint32_t>(want)
+                                                    ? static_cast<int>(total - b.source_first)
+                                                    : want;
+    } else {
+      b.sources = claim_source_range<device_scope>(r, want, !first, &b.source_first);
+    }
     sources_done = b.sources < want;
   }
-  if (b.size() < max) {
+  // A first fetch that got sources does not look at the global queue: it is (nearly) empty at the
+  // start of a run, and the look is an L2 round trip before the block's first task.
+  if (b.size() < max && !(first && b.size() > 0)) {
     const int room = max - b.size();
     if constexpr (T.lockfree_global) b.queued += r.global_ring<device_scope>().try_pop(out + b.queued, room);
     else b.queued += locked_pop<device_scope>(r, out + b.queued, room);
@@ -110,6 +124,13 @@ constexpr int tasks_per_group_of() {
   return t < G ? t : G;
 }
 
+/// The most tasks a block's master fetches at once: groups x tasks per group.
+template <class Ops>
+constexpr int block_batch_max(int threads) {
+  constexpr int G = group_size_of<Ops>();
+  return threads / G * tasks_per_group_of<Ops, G>();
+}
+
 template <class Ops, int G>
 __device__ __forceinline__ void invoke_task(const Ops& ops, task_id t, const lane_group<G>& g) {
   if constexpr (has_group_operator<Ops>) ops(t, g);
@@ -147,16 +168,27 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
   }
 }
 
-/// The longest an idle block sleeps before it looks at the queues again: 1/16 of the time the run
-/// has taken so far, at least 2 us, at most r.idle_sleep_max_ns. A block asleep when the run ends
-/// delays the end by up to twice its sleep (__nanosleep's range), so the cap must stay small in
-/// short runs (a depth-5 tree takes ~40 us); in long ones the idle blocks' polling is what costs
-/// (see auto_idle_sleep_ns in gpu_scheduler.cuh), and the end is a small fraction of the run.
+/// The longest an idle block sleeps before it looks at the queues again: 1/64 of the time the run
+/// has taken so far, at least 512 ns, at most r.idle_sleep_max_ns. A block asleep when the run
+/// ends delays the end by up to twice its sleep (__nanosleep's range), so the cap must stay small
+/// in short runs (a depth-5 tree takes ~30 us: a 2 us floor cost it 2 us on an H100); in long ones
+/// the idle blocks' polling is what costs (see auto_idle_sleep_ns in gpu_scheduler.cuh), and the
+/// end is a small fraction of the run (at most ~1/32 of it).
 __device__ __forceinline__ unsigned idle_sleep_cap(const scheduler_ref& r, std::uint64_t start) {
-  const std::uint64_t cap = (global_timer_ns() - start) >> 4;
-  return cap < 2048 ? (r.idle_sleep_max_ns < 2048 ? r.idle_sleep_max_ns : 2048)
-                    : cap > r.idle_sleep_max_ns ? r.idle_sleep_max_ns : static_cast<unsigned>(cap);
+  constexpr unsigned floor_ns = 512;
+  const std::uint64_t cap = (global_timer_ns() - start) >> 6;
+  return cap < floor_ns ? (r.idle_sleep_max_ns < floor_ns ? r.idle_sleep_max_ns : floor_ns)
+                        : cap > r.idle_sleep_max_ns ? r.idle_sleep_max_ns : static_cast<unsigned>(cap);
 }
+
+/// What the block master keeps between rounds (shared memory; thread 0 only).
+struct master_state {
+  local_ring priv;  // the block's private queue
+  std::uint32_t tick;  // round-robin push policy
+  bool first_fetch;
+  bool sources_done;
+  std::uint64_t start;  // the block's start (global timer): deadline and idle sleep cap
+};
 
 /// Modes all-threads and later: the block master fetches a batch for the whole block, every lane
 /// group runs its share of it (a group is one thread unless Ops asks for more), and the master
@@ -178,24 +210,32 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
   const int worker = static_cast<int>(blockIdx.x);
   const int groups = static_cast<int>(blockDim.x) / G;
   const int group = tid / G;
-  const int batch_max = groups * tasks_per_group;
+  const int batch_max = block_batch_max<Ops>(static_cast<int>(blockDim.x));  // as the host assumes (source_chunk)
 
-  local_ring priv{staged + stage_capacity, r.private_capacity, 0, 0};  // used by thread 0 only
-  std::uint32_t tick = 0;
-  bool first_fetch = true;
-  bool sources_done = false;  // thread 0's
-  const std::uint64_t start = global_timer_ns(), deadline = start + r.budget_ns;
-  if (tid == 0) s_staged = 0;
+  // The master's own state lives in shared memory, not registers: every thread would otherwise
+  // keep it live across the task it runs, and the octree tasks' payloads need those registers
+  // (at the 64-register cap the twig kernel spilled 168 bytes per thread).
+  __shared__ master_state ms;
+  if (tid == 0) {
+    ms.priv = local_ring{staged + stage_capacity, r.private_capacity, 0, 0};
+    ms.tick = 0;
+    ms.first_fetch = true;
+    ms.sources_done = false;
+    ms.start = global_timer_ns();
+    s_staged = 0;
+  }
 
   for (;;) {
     if (tid == 0) {
       block_batch b{0, 0, 0};
+      const bool first_fetch = ms.first_fetch;
+      const std::uint64_t start = ms.start;
       backoff idle{64, idle_sleep_cap(r, start)};
       for (unsigned polls = 0;; ++polls) {
         if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { b.queued = -1; break; }
-        b = fetch_block_batch<M>(r, worker, &priv, batch, batch_max, polls == 0 && first_fetch, sources_done);
+        b = fetch_block_batch<M>(r, worker, &ms.priv, batch, batch_max, polls == 0 && first_fetch, ms.sources_done);
         if (b.size() > 0) break;
-        if ((polls & 15) == 15 && global_timer_ns() > deadline) {
+        if ((polls & 15) == 15 && global_timer_ns() > start + r.budget_ns) {
           // A run whose last sink finished while this block was polling is complete, not late.
           if (!run_complete<device_scope>(r)) fail<device_scope>(r, status::timeout, no_task);
           b.queued = -1;
@@ -206,7 +246,7 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
         idle.pause();
       }
       s_batch = b;
-      first_fetch = false;
+      ms.first_fetch = false;
     }
     __syncthreads();
     if (s_batch.queued < 0) break;
@@ -251,10 +291,10 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
         if (k > 0) {
           if (T.continuation && !climb) {
             // Every thread is past the barrier above, done with `batch`: the rest goes there.
-            const int done = push_some<device_scope, M>(r, worker, &priv, tick, staged, k);
+            const int done = push_some<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k);
             for (int i = done; i < k; ++i) batch[left++] = staged[i];
           } else {
-            push_batch<device_scope, M>(r, worker, &priv, tick, staged, k);
+            push_batch<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k);
           }
         }
         s_staged = 0;

@@ -86,6 +86,9 @@ struct scheduler_ref {
   run_report* report;
   std::uint64_t budget_ns;  // deadline, relative to each worker's start
   std::uint32_t idle_sleep_max_ns;  // GPU: cap of an idle block's exponential back-off between polls
+  // Sources [0, static_sources) are dealt without atomics: worker w takes [w * source_chunk,
+  // +source_chunk) on its first fetch (GPU block modes). The cursor counts the claims after them.
+  std::uint32_t static_sources;
 
   template <cuda::thread_scope S>
   CANOPY_HD ring_ref<S> global_ring() const { return ring_ref<S>{global_header, global_slots}; }
@@ -145,8 +148,8 @@ template <cuda::thread_scope S>
 CANOPY_HD int claim_source_range(const scheduler_ref& r, int max, bool look, std::uint32_t* first) {
   cuda::atomic_ref<std::uint32_t, S> cursor(r.counters->source_cursor);
   const auto total = static_cast<std::uint32_t>(r.graph.source_count);
-  if (max <= 0 || (look && cursor.load(cuda::std::memory_order_relaxed) >= total)) return 0;
-  const std::uint32_t f = cursor.fetch_add(static_cast<std::uint32_t>(max), cuda::std::memory_order_relaxed);
+  if (max <= 0 || (look && r.static_sources + cursor.load(cuda::std::memory_order_relaxed) >= total)) return 0;
+  const std::uint32_t f = r.static_sources + cursor.fetch_add(static_cast<std::uint32_t>(max), cuda::std::memory_order_relaxed);
   if (f >= total) return 0;
   *first = f;
   return static_cast<int>(total - f < static_cast<std::uint32_t>(max) ? total - f : static_cast<std::uint32_t>(max));

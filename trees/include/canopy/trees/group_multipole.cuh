@@ -8,9 +8,9 @@
 // full 128-byte lines. For an internal node lane r merges children r, r + G, ...; the lanes'
 // partial moments are then combined with xor shuffles.
 //
-// Every lane of a group ends with the bitwise same result: sums combine commutatively
-// (a + b == b + a in IEEE arithmetic) and merges are taken in a canonical order (the lower lane's
-// moments first), so lanes agree on branches such as `mass > 0` and any lane may publish.
+// Every lane of a group ends with the bitwise same result: lanes combine their partial moments with
+// xor butterflies, which add the same two values in either order (a + b == b + a in IEEE
+// arithmetic), so lanes agree on branches such as `mass > 0` and any lane may publish.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -25,23 +25,6 @@
 #include <utility>
 
 namespace canopy::trees {
-
-template <int G>
-__device__ __forceinline__ multipole<float> exchange_multipole(const canopy::lane_group<G>& g, const multipole<float>& m,
-                                                               int lane_mask) {
-  multipole<float> r;
-  r.count = g.exchange(m.count, lane_mask);
-  r.mass = g.exchange(m.mass, lane_mask);
-#pragma unroll
-  for (int i = 0; i < 3; ++i) {
-    r.com[i] = g.exchange(m.com[i], lane_mask);
-    r.lo[i] = g.exchange(m.lo[i], lane_mask);
-    r.hi[i] = g.exchange(m.hi[i], lane_mask);
-  }
-#pragma unroll
-  for (int i = 0; i < 6; ++i) r.m2[i] = g.exchange(m.m2[i], lane_mask);
-  return r;
-}
 
 // P2M of pts[0, n) by the G lanes of g; the same as trees::p2m<float> (two passes: mass, com and
 // box, then central second moments about the finished com; the unweighted centroid when the mass
@@ -125,6 +108,53 @@ __device__ multipole<float> group_p2m(const canopy::lane_group<G>& g, const poin
   return r;
 }
 
+// The moments of the union of disjoint point sets, one per sub-group of Stride lanes of g (the
+// lanes of a sub-group hold the same m): all at once instead of G / Stride - 1 pairwise m2m_merge
+// steps. Mass, count, mass-weighted centre and box are butterfly sums / min / max over the
+// sub-groups; the second moments are then summed about the finished centre (parallel axis:
+// m2 + mass * d d^T for d = com - centre). Only a few values are in flight besides m, where a
+// pairwise merge holds two payloads (34 registers): the twig kernel spilled at 64 registers with
+// it. Every lane ends with the bitwise same result (xor butterflies add the same two values in
+// either order). Massless sets are weighted by their point counts when the union is massless, as
+// m2m_merge does; empty sets (count 0) add nothing.
+template <int Stride, int G>
+__device__ multipole<float> group_combine(const canopy::lane_group<G>& g, const multipole<float>& m) {
+  static_assert(Stride >= 1 && Stride <= G, "Stride: 1 .. G");
+  auto sum = [&](auto v) {
+#pragma unroll
+    for (int o = Stride; o < G; o *= 2) v += g.exchange(v, o);
+    return v;
+  };
+  multipole<float> r;
+  r.count = sum(m.count);
+  r.mass = sum(m.mass);
+  const bool massive = r.mass > 0.f;
+  const float w = massive ? m.mass : static_cast<float>(m.count);
+  const float total = massive ? r.mass : static_cast<float>(r.count);
+#pragma unroll
+  for (int i = 0; i < 3; ++i) {
+    r.com[i] = r.count == 0 ? 0.f : sum(m.count == 0 ? 0.f : w * m.com[i]) / total;
+    float lo = m.lo[i], hi = m.hi[i];
+#pragma unroll
+    for (int o = Stride; o < G; o *= 2) {
+      const float l = g.exchange(lo, o), h = g.exchange(hi, o);
+      lo = l < lo ? l : lo;
+      hi = hi < h ? h : hi;
+    }
+    r.lo[i] = lo;
+    r.hi[i] = hi;
+  }
+  const float d[3] = {m.com[0] - r.com[0], m.com[1] - r.com[1], m.com[2] - r.com[2]};
+  const float a = m.count == 0 ? 0.f : m.mass;  // an empty set's com is not a position
+  r.m2[0] = sum(m.m2[0] + a * d[0] * d[0]);
+  r.m2[1] = sum(m.m2[1] + a * d[0] * d[1]);
+  r.m2[2] = sum(m.m2[2] + a * d[0] * d[2]);
+  r.m2[3] = sum(m.m2[3] + a * d[1] * d[1]);
+  r.m2[4] = sum(m.m2[4] + a * d[1] * d[2]);
+  r.m2[5] = sum(m.m2[5] + a * d[2] * d[2]);
+  return r;
+}
+
 // Children a lane of a G-lane group merges (an octree node has at most 8), hence the largest
 // useful batch of loads per lane.
 template <int G>
@@ -151,13 +181,8 @@ __device__ multipole<float> group_merge(const canopy::lane_group<G>& g, const mu
 #pragma unroll
     for (int j = 0; j < batch; ++j) acc = m2m_merge(acc, got[j]);  // identity merges are exact no-ops
   }
-  // Canonical order: both partners compute merge(lower lane's, upper lane's), so they agree bitwise.
-#pragma unroll
-  for (int o = G / 2; o > 0; o /= 2) {
-    const multipole<float> other = exchange_multipole(g, acc, o);
-    acc = (g.rank & o) != 0 ? m2m_merge(other, acc) : m2m_merge(acc, other);
-  }
-  return acc;
+  // The lanes' partial moments, combined at once (every lane ends with the same).
+  return group_combine<1>(g, acc);
 }
 
 // Word W (0..16) of a payload, in memory order: count, mass, com[3], m2[6], lo[3], hi[3]. W is a

@@ -116,14 +116,8 @@ struct twig_upward_ops {
           r = group_p2m(sub, points + __ldg(point_begin + first + c), __ldg(point_count + first + c));
           group_store(sub, payload + first + c, r);
         }
-        // Merge the leaves across the sub-groups in the canonical order (lower lanes' first), so
-        // every lane ends with the bitwise same twig moments.
-#pragma unroll
-        for (int o = L; o < G; o *= 2) {
-          const multipole<float> other = exchange_multipole(g, r, o);
-          r = (g.rank & o) != 0 ? m2m_merge(other, r) : m2m_merge(r, other);
-        }
-        group_store(g, payload + node, r);
+        // The twig's moments from its leaves' at once (every lane ends with the same).
+        group_store(g, payload + node, group_combine<L>(g, r));
         return;
       }
       group_store(g, payload + entry, r);

@@ -1,0 +1,105 @@
+// Tuning probe (not part of the suite): twig tasks whose 8 leaf payloads are staged in shared
+// memory and written by the whole group as one contiguous block (8 x 17 words, 16 lanes per
+// store instruction), against the library's twig ops (each leaf's 2 lanes write its own payload:
+// 9 store instructions that each touch 8 partly written sectors). Blocks of 128 threads only
+// (static shared memory for 8 groups). Build like twig_probe.cu (tools/dev).
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <string>
+#include <vector>
+#include "baselines/baselines.cuh"
+#include "common/gpu_timing.cuh"
+#include "canopy/gpu_scheduler.cuh"
+#include "canopy/trees/device_octree.cuh"
+#include "canopy/trees/generators.hpp"
+#include "canopy/trees/reference.hpp"
+#include "canopy/trees/twig_pass.hpp"
+#include "probe_timing.cuh"
+
+namespace ct = canopy::trees;
+
+template <int TPG>
+struct twig_tpg : ct::twig_upward_ops<float, 2> {
+  static constexpr int tasks_per_group = TPG;
+};
+
+template <int TPG>
+struct twig_staged {
+  static constexpr int group_size = 16;
+  static constexpr int tasks_per_group = TPG;
+  ct::twig_upward_ops<float, 2> base;
+  __host__ __device__ void operator()(canopy::task_id t) const { base(t); }
+  template <int G>
+  __device__ void operator()(canopy::task_id t, const canopy::lane_group<G>& g) const {
+    if constexpr (G != 16) {
+      base(t, g);
+    } else {
+      const std::int32_t entry = __ldg(base.task_node + t);
+      if (entry >= 0) { base(t, g); return; }
+      constexpr int L = 2;
+      __shared__ std::uint32_t stage[8][8 * 17];  // 128 threads: 8 groups
+      std::uint32_t* mine = stage[threadIdx.x / G];
+      const std::int32_t node = ~entry, first = __ldg(base.first_child + node), children = __ldg(base.child_count + node);
+      const int c = g.rank / L;
+      ct::multipole<float> r = ct::multipole_identity<float>();
+      g.sync();  // the group's previous task has copied its stage out
+      if (c < children) {
+        const canopy::lane_group<L> sub = canopy::lane_group<L>::here();
+        r = ct::group_p2m(sub, base.points + __ldg(base.point_begin + first + c), __ldg(base.point_count + first + c));
+        [&]<int... B>(std::integer_sequence<int, B...>) {
+          (([&] {
+             const int k = B * L + sub.rank;
+             const std::uint32_t v = ct::multipole_word_at<B * L, L>(r, k);
+             if (k < 17) mine[c * 17 + k] = v;
+           }()), ...);
+        }(std::make_integer_sequence<int, 9>{});
+      }
+      g.sync();
+      auto* dst = reinterpret_cast<std::uint32_t*>(base.payload + first);
+      for (int k = g.rank; k < children * 17; k += G) dst[k] = mine[k];
+      ct::group_store(g, base.payload + node, ct::group_combine<L>(g, r));
+    }
+  }
+};
+
+int main(int argc, char** argv) {
+  const int max_depth = argc > 1 ? std::atoi(argv[1]) : 8;
+  const double copy = canopy::bench::measure_copy_bandwidth();
+  std::printf("copy bandwidth %.0f GB/s\n", copy);
+  for (int which = 0; which < 3; ++which) {
+    if (which == 1 && max_depth < 8) continue;
+    const ct::octree tree = which == 0 ? ct::build_complete_octree(5, 8, 1)
+                          : which == 1 ? ct::build_complete_octree(8, 8, 1)
+                                       : ct::build_octree(ct::generate_plummer(16u << 20, 1), ct::build_options{32, 21});
+    const std::string name = which == 0 ? "depth 5" : which == 1 ? "depth 8" : "plummer 16M leaf 32";
+    const int reps = tree.node_count() > 1000000 ? 10 : 30;
+    const auto ref = ct::reference_upward_pass(tree);
+    ct::device_octree d(tree);
+    ct::device_payloads<float> out(tree.node_count());
+    const auto t = d.ref();
+    const double bytes = static_cast<double>(canopy::bench::upward_pass_bytes(t));
+    const ct::twig_graph tg = ct::make_twig_graph(tree);
+    std::int32_t* task_node = nullptr;
+    cudaMalloc(&task_node, sizeof(std::int32_t) * tg.task_node.size());
+    cudaMemcpy(task_node, tg.task_node.data(), sizeof(std::int32_t) * tg.task_node.size(), cudaMemcpyHostToDevice);
+    const ct::twig_upward_ops<float, 2> base{task_node, t.points, t.first_child, t.child_count, t.point_begin, t.point_count,
+                                             out.data()};
+    auto go = [&](const char* what, auto ops, canopy::mode m) {
+      canopy::scheduler_options o; o.threads_per_block = 128; o.mode = m;
+      canopy::gpu_scheduler s(tg.graph, o);
+      cudaMemset(out.data(), 0xff, sizeof(ct::multipole<float>) * tree.node_count());
+      const auto r = s.run(ops);
+      const bool ok = r.ok() && ct::compare_payloads<float>(tree, out.download(), ref).within_tolerance;
+      const double us = ok ? median_us([&] { s.run(ops); }, reps) : -1;
+      std::printf("%-20s %-26s %-13s %s %9.1f us  %5.1f%% of copy\n", name.c_str(), what, canopy::to_string(m).data(),
+                  ok ? "ok " : "BAD", us, 100.0 * bytes / (us * 1e-6) / 1e9 / copy);
+    };
+    for (auto m : {canopy::mode::continuation, canopy::mode::lockfree_tree}) {
+      go("twig (library, tpg 8)", base, m);
+      go("twig tpg 16", twig_tpg<16>{base}, m);
+      go("twig staged tpg 8", twig_staged<8>{base}, m);
+      go("twig staged tpg 16", twig_staged<16>{base}, m);
+    }
+    cudaFree(task_node);
+  }
+}
