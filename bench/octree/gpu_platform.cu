@@ -78,7 +78,7 @@ struct gpu_tree {
   // Twig tasks (trees/twig_pass.hpp), made on first use: the scheduler over the twig graph and the
   // node of each task on the device.
   std::optional<canopy::gpu_scheduler> twig_sched;
-  device_buffer<std::int32_t> twig_task_node;
+  device_buffer<trees::twig_task> twig_tasks;
 
   template <class Ops>
   Ops ops() const {
@@ -227,14 +227,14 @@ class gpu_platform final : public platform {
         // Twig tasks run on groups of 8-32 lanes: 256-thread blocks moved 8% more bytes per second
         // than 128 at depth 8 on an H100 (bench/RESULTS.md), and were as fast at depth 5.
         o.threads_per_block = std::max(o.threads_per_block, 256);
-        t.twig_task_node = device_buffer<std::int32_t>(tg.task_node.size());
-        t.twig_task_node.upload(tg.task_node);
+        t.twig_tasks = device_buffer<trees::twig_task>(tg.tasks.size());
+        t.twig_tasks.upload(tg.tasks);
         t.twig_sched.emplace(tg.graph, o);
       }
       return trees::with_twig_lanes(trees::upward_lanes(*t.host), [&](auto lanes) -> std::unique_ptr<pass_runner> {
         using ops_type = trees::twig_upward_ops<float, decltype(lanes)::value>;
         const trees::octree_ref r = t.tree.ref();
-        const ops_type ops{t.twig_task_node.data(), r.points, r.first_child, r.child_count, r.point_begin, r.point_count,
+        const ops_type ops{t.twig_tasks.data(), r.points, r.first_child, r.child_count, r.point_begin, r.point_count,
                            t.payloads.data()};
         return std::make_unique<scheduler_runner<ops_type>>(t, *t.twig_sched, *v.mode, ops);
       });

@@ -81,11 +81,11 @@ class reference_runner final : public pass_runner {
 
 class cpu_runner final : public pass_runner {
  public:
-  /// `task_node`: the twig decomposition's node of each task (twig_graph::task_node) when `graph`
+  /// `tasks`: the twig decomposition's tasks (twig_graph::tasks) when `graph`
   /// is a twig graph, else null (one task per node).
   cpu_runner(const trees::octree& tree, const canopy::task_graph& graph, canopy::scheduler_options options,
-             const std::vector<std::int32_t>* task_node = nullptr)
-      : tree_(tree), sched_(graph, options), payloads_(static_cast<std::size_t>(tree.node_count())), task_node_(task_node) {}
+             const std::vector<trees::twig_task>* tasks = nullptr)
+      : tree_(tree), sched_(graph, options), payloads_(static_cast<std::size_t>(tree.node_count())), tasks_(tasks) {}
 
   run_outcome run_once() override {
     // NaN everywhere and a count no node has: a node the run skips cannot pass.
@@ -114,8 +114,8 @@ class cpu_runner final : public pass_runner {
 
  private:
   canopy::run_result run() {
-    if (task_node_ == nullptr) return sched_.run(trees::host_upward_ops<float>(tree_, payloads_.data()));
-    return sched_.run(trees::host_twig_upward_ops<float>(tree_, *task_node_, payloads_.data()));
+    if (tasks_ == nullptr) return sched_.run(trees::host_upward_ops<float>(tree_, payloads_.data()));
+    return sched_.run(trees::host_twig_upward_ops<float>(tree_, *tasks_, payloads_.data()));
   }
   static void throw_if_failed(const canopy::run_result& r) {
     if (!r.ok()) throw std::runtime_error(std::string(canopy::to_string(r.code)) + " in a timed run: " + r.message);
@@ -123,7 +123,7 @@ class cpu_runner final : public pass_runner {
   const trees::octree& tree_;
   canopy::cpu_scheduler sched_;
   std::vector<trees::multipole<float>> payloads_;
-  const std::vector<std::int32_t>* task_node_;
+  const std::vector<trees::twig_task>* tasks_;
 };
 
 class host_platform final : public platform {
@@ -162,7 +162,7 @@ class host_platform final : public platform {
       o.mode = *v.mode;
       if (!v.twig) return std::make_unique<cpu_runner>(*tree_, *graph_, o);
       if (!twig_) twig_ = trees::make_twig_graph(*tree_);
-      return std::make_unique<cpu_runner>(*tree_, twig_->graph, o, &twig_->task_node);
+      return std::make_unique<cpu_runner>(*tree_, twig_->graph, o, &twig_->tasks);
     }
     throw std::invalid_argument("host platform: cannot run '" + v.name + "' on backend " + v.backend);
   }

@@ -75,7 +75,7 @@ backend_result run_cpu(const canopy::trees::octree& tree, const backend_options&
   if (twig_tasks(options)) {
     const ct::twig_graph tg = ct::make_twig_graph(tree);
     canopy::cpu_scheduler sched(tg.graph, opts);
-    time_cpu_runs(sched, ct::host_twig_upward_ops<float>(tree, tg.task_node, out.payloads.data()), options, out);
+    time_cpu_runs(sched, ct::host_twig_upward_ops<float>(tree, tg.tasks, out.payloads.data()), options, out);
     workers = sched.worker_count();
   } else {
     canopy::cpu_scheduler sched(ct::make_upward_graph(tree), opts);

@@ -67,9 +67,9 @@ backend_result run_gpu(const canopy::trees::octree& tree, const backend_options&
   const ct::octree_ref t = dtree.ref();
   if (twig_tasks(options)) {
     const ct::twig_graph tg = ct::make_twig_graph(tree);
-    const ct::detail::device_array<std::int32_t> task_node{std::span<const std::int32_t>(tg.task_node)};
+    const ct::detail::device_array<ct::twig_task> tasks{std::span<const ct::twig_task>(tg.tasks)};
     return ct::with_twig_lanes(ct::upward_lanes(tree), [&](auto lanes) {
-      const ct::twig_upward_ops<float, lanes()> ops{task_node.data(), t.points,   t.first_child, t.child_count,
+      const ct::twig_upward_ops<float, lanes()> ops{tasks.data(),     t.points,   t.first_child, t.child_count,
                                                      t.point_begin, t.point_count, payloads.data()};
       return run_with(tree, tg.graph, options, payloads, ops);
     });

@@ -34,7 +34,7 @@ struct twig_staged {
     if constexpr (G != 16) {
       base(t, g);
     } else {
-      const std::int32_t entry = __ldg(base.task_node + t);
+      const std::int32_t entry = __ldg(&base.tasks[t].entry);
       if (entry >= 0) { base(t, g); return; }
       constexpr int L = 2;
       __shared__ std::uint32_t stage[8][8 * 17];  // 128 threads: 8 groups
@@ -79,10 +79,10 @@ int main(int argc, char** argv) {
     const auto t = d.ref();
     const double bytes = static_cast<double>(canopy::bench::upward_pass_bytes(t));
     const ct::twig_graph tg = ct::make_twig_graph(tree);
-    std::int32_t* task_node = nullptr;
-    cudaMalloc(&task_node, sizeof(std::int32_t) * tg.task_node.size());
-    cudaMemcpy(task_node, tg.task_node.data(), sizeof(std::int32_t) * tg.task_node.size(), cudaMemcpyHostToDevice);
-    const ct::twig_upward_ops<float, 2> base{task_node, t.points, t.first_child, t.child_count, t.point_begin, t.point_count,
+    ct::twig_task* tasks = nullptr;
+    cudaMalloc(&tasks, sizeof(ct::twig_task) * tg.tasks.size());
+    cudaMemcpy(tasks, tg.tasks.data(), sizeof(ct::twig_task) * tg.tasks.size(), cudaMemcpyHostToDevice);
+    const ct::twig_upward_ops<float, 2> base{tasks, t.points, t.first_child, t.child_count, t.point_begin, t.point_count,
                                              out.data()};
     auto go = [&](const char* what, auto ops, canopy::mode m) {
       canopy::scheduler_options o; o.threads_per_block = 128; o.mode = m;
@@ -100,6 +100,6 @@ int main(int argc, char** argv) {
       go("twig staged tpg 8", twig_staged<8>{base}, m);
       go("twig staged tpg 16", twig_staged<16>{base}, m);
     }
-    cudaFree(task_node);
+    cudaFree(tasks);
   }
 }

@@ -68,10 +68,10 @@ int main(int argc, char** argv) {
   ct::device_payloads<float> out(tree.node_count());
   const auto t = d.ref();
   const ct::twig_graph tg = ct::make_twig_graph(tree);
-  std::int32_t* task_node = nullptr;
-  cudaMalloc(&task_node, sizeof(std::int32_t) * tg.task_node.size());
-  cudaMemcpy(task_node, tg.task_node.data(), sizeof(std::int32_t) * tg.task_node.size(), cudaMemcpyHostToDevice);
-  const int n = std::max<int>(tree.node_count(), static_cast<int>(tg.task_node.size()));
+  ct::twig_task* tasks = nullptr;
+  cudaMalloc(&tasks, sizeof(ct::twig_task) * tg.tasks.size());
+  cudaMemcpy(tasks, tg.tasks.data(), sizeof(ct::twig_task) * tg.tasks.size(), cudaMemcpyHostToDevice);
+  const int n = std::max<int>(tree.node_count(), static_cast<int>(tg.tasks.size()));
   unsigned long long *db = nullptr, *de = nullptr;
   cudaMalloc(&db, sizeof(unsigned long long) * n);
   cudaMalloc(&de, sizeof(unsigned long long) * n);
@@ -99,14 +99,14 @@ int main(int argc, char** argv) {
     print_timeline(what, task_level, tree.depth + 1, b, e, us);
   };
 
-  std::vector<int> node_level(tree.node_count()), twig_level(tg.task_node.size());
+  std::vector<int> node_level(tree.node_count()), twig_level(tg.tasks.size());
   for (int i = 0; i < tree.node_count(); ++i) node_level[i] = tree.level[i];
-  for (std::size_t i = 0; i < tg.task_node.size(); ++i) twig_level[i] = tree.level[tg.task_node[i] < 0 ? ~tg.task_node[i] : tg.task_node[i]];
+  for (std::size_t i = 0; i < tg.tasks.size(); ++i) twig_level[i] = tree.level[tg.tasks[i].node()];
   std::printf("depth %d: %d nodes, twig graph %d tasks\n", depth, tree.node_count(), tg.graph.task_count());
   {
     constexpr int L = 2;  // trees::upward_lanes of 8 points per leaf
     const ct::upward_ops<float, L> node_ops{t.points, t.first_child, t.child_count, t.point_begin, t.point_count, out.data()};
-    const ct::twig_upward_ops<float, L> twig_ops{task_node, t.points, t.first_child, t.child_count, t.point_begin,
+    const ct::twig_upward_ops<float, L> twig_ops{tasks, t.points, t.first_child, t.child_count, t.point_begin,
                                                     t.point_count, out.data()};
     const auto graph = ct::make_upward_graph(tree);
     for (int idle : {0, 1000, 500, 250})
@@ -116,5 +116,5 @@ int main(int argc, char** argv) {
         run("twig", tg.graph, twig_level, twig_ops, canopy::mode::lockfree_tree, blocks, 256, idle);
       }
   }
-  cudaFree(db); cudaFree(de); cudaFree(task_node);
+  cudaFree(db); cudaFree(de); cudaFree(tasks);
 }

@@ -72,16 +72,16 @@ int main(int argc, char** argv) {
     }
     {
       const ct::twig_graph tg = ct::make_twig_graph(tree);
-      std::int32_t* task_node = nullptr;
-      cudaMalloc(&task_node, sizeof(std::int32_t) * tg.task_node.size());
-      cudaMemcpy(task_node, tg.task_node.data(), sizeof(std::int32_t) * tg.task_node.size(), cudaMemcpyHostToDevice);
+      ct::twig_task* tasks = nullptr;
+      cudaMalloc(&tasks, sizeof(ct::twig_task) * tg.tasks.size());
+      cudaMemcpy(tasks, tg.tasks.data(), sizeof(ct::twig_task) * tg.tasks.size(), cudaMemcpyHostToDevice);
       std::printf("%-20s twig graph: %d tasks (%d twigs) for %d nodes\n", name.c_str(), tg.graph.task_count(), tg.twig_count,
                   tree.node_count());
       for (int threads : {128, 256, 512}) {
         canopy::scheduler_options o; o.threads_per_block = threads;
         canopy::gpu_scheduler s(tg.graph, o);
         ct::with_twig_lanes(ct::upward_lanes(tree), [&](auto L) {
-          const ct::twig_upward_ops<float, L()> ops{task_node, t.points, t.first_child, t.child_count, t.point_begin,
+          const ct::twig_upward_ops<float, L()> ops{tasks, t.points, t.first_child, t.child_count, t.point_begin,
                                                     t.point_count, out.data()};
           for (auto m : modes) {
             s.set_mode(m);
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
           return 0;
         });
       }
-      cudaFree(task_node);
+      cudaFree(tasks);
     }
   }
 }

@@ -27,14 +27,13 @@ twig_graph make_twig_graph(const octree& tree) {
     const std::int32_t p = tree.parent[n];
     const bool fused = tree.child_count[n] == 0 && p >= 0 && twig[p];
     if (fused) continue;
-    task_of[n] = static_cast<std::int32_t>(out.task_node.size());
-    out.task_node.push_back(twig[n] ? ~n : n);
+    task_of[n] = static_cast<std::int32_t>(out.tasks.size());
+    out.tasks.push_back(twig_task{twig[n] ? ~n : n, tree.first_child[n], tree.child_count[n], 0});
     out.twig_count += twig[n];
   }
-  std::vector<task_id> parent(out.task_node.size(), no_task);
-  for (std::size_t t = 0; t < out.task_node.size(); ++t) {
-    const std::int32_t n = out.task_node[t] < 0 ? ~out.task_node[t] : out.task_node[t];
-    const std::int32_t p = tree.parent[n];
+  std::vector<task_id> parent(out.tasks.size(), no_task);
+  for (std::size_t t = 0; t < out.tasks.size(); ++t) {
+    const std::int32_t p = tree.parent[out.tasks[t].node()];
     parent[t] = p < 0 ? no_task : task_of[p];
   }
   // Sources in Morton order: walk the leaves; a fused leaf stands for its twig (once, at its first

@@ -73,7 +73,9 @@ const void* kernel_for(mode m) {
 /// (1,188 blocks) polling every 2 us made each dependent hop of a deep DAG cost 430-570 us
 /// instead of 2-4 us, whether or not the working block itself read those lines; a cap of 4 us or
 /// more brought it back to 2.3-5 us (tools/dev/poll_probe.cu, bench/RESULTS.md). A block reaches
-/// the cap only after being idle about twice as long, so short gaps are unaffected.
+/// the cap only after being idle about twice as long, so short gaps are unaffected; and in the
+/// first part of a run the cap is lower still (1/64 of the elapsed time, at least 512 ns:
+/// idle_sleep_cap in persistent_kernel.cuh), so that a short run's end is not held up.
 constexpr std::uint32_t auto_idle_sleep_ns(int grid) {
   const std::int64_t ns = 4 * static_cast<std::int64_t>(grid);
   return static_cast<std::uint32_t>(ns < 2048 ? 2048 : ns > 65536 ? 65536 : ns);

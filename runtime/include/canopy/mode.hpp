@@ -15,7 +15,7 @@ enum class mode : int {
   lockfree_tree,   ///< + atomic dependency counters instead of the tree mutex
   shared_queues,   ///< + a shared queue per block in global memory, popped by its owner without a lock
   lockfree,        ///< + lock-free global queue and the load-balancing push policy
-  continuation,    ///< + the last child to finish runs its parent at once (no queue round trip)
+  continuation,    ///< + the last child to finish runs its parent at once (no queue round trip); full batches resolve their arrivals together
 };
 
 inline constexpr std::array<mode, 8> all_modes = {

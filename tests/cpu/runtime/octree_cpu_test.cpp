@@ -29,7 +29,7 @@ void expect_matches_reference(const ct::octree& tree, canopy::mode m, int worker
     std::vector<ct::multipole<float>> out(static_cast<std::size_t>(tree.node_count()));
     for (auto& p : out) p.count = 0xdeadbeef;
     const auto r = kind == tasks::twig
-                       ? sched.run(ct::host_twig_upward_ops<float>(tree, twig.task_node, out.data()))
+                       ? sched.run(ct::host_twig_upward_ops<float>(tree, twig.tasks, out.data()))
                        : sched.run(ct::host_upward_ops(tree, out.data()));
     ASSERT_TRUE(r.ok()) << what << ": " << r.message;
     const auto cmp = ct::compare_payloads<float>(tree, out, ref);

@@ -27,14 +27,14 @@ void expect_twig_runs_match(const ct::octree& tree, canopy::mode m, int blocks, 
   const auto ref = ct::reference_upward_pass(tree);
   ct::device_octree d(tree);
   ct::device_payloads<float> out(tree.node_count());
-  canopy::test::device_buffer<std::int32_t> task_node(tg.task_node);
+  canopy::test::device_buffer<ct::twig_task> tasks(tg.tasks);
   canopy::scheduler_options o;
   o.mode = m;
   o.blocks = blocks;
   o.threads_per_block = 256;
   canopy::gpu_scheduler sched(tg.graph, o);
   const ct::octree_ref t = d.ref();
-  const ct::twig_upward_ops<float, L> ops{task_node.data(), t.points, t.first_child, t.child_count, t.point_begin,
+  const ct::twig_upward_ops<float, L> ops{tasks.data(), t.points, t.first_child, t.child_count, t.point_begin,
                                           t.point_count, out.data()};
   for (int run = 0; run < 2; ++run) {
     std::vector<ct::multipole<float>> poison(static_cast<std::size_t>(tree.node_count()));

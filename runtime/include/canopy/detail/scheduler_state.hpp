@@ -133,11 +133,14 @@ CANOPY_HD bool run_complete(const scheduler_ref& r) {
   return cuda::atomic_ref<std::int32_t, S>(r.counters->sinks_left).load(cuda::std::memory_order_acquire) <= 0;
 }
 
-/// A sink finished: the last one ends the run.
+/// A sink finished: the last one ends the run. A graph with one sink (a tree: its root) skips the
+/// count's round trip (an L2 atomic the whole grid would wait for before it sees `stop`).
 template <cuda::thread_scope S>
 CANOPY_HD void sink_finished(const scheduler_ref& r) {
-  if (cuda::atomic_ref<std::int32_t, S>(r.counters->sinks_left).fetch_sub(1, cuda::std::memory_order_acq_rel) == 1)
-    cuda::atomic_ref<std::int32_t, S>(r.counters->stop).store(1, cuda::std::memory_order_release);
+  cuda::atomic_ref<std::int32_t, S> left(r.counters->sinks_left);
+  if (r.graph.sink_count == 1) left.store(0, cuda::std::memory_order_relaxed);
+  else if (left.fetch_sub(1, cuda::std::memory_order_acq_rel) != 1) return;
+  cuda::atomic_ref<std::int32_t, S>(r.counters->stop).store(1, cuda::std::memory_order_release);
 }
 
 /// Claims up to `max` consecutive sources with one atomic: graph.sources[*first .. *first + n),

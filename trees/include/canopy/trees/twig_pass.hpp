@@ -11,8 +11,8 @@
 // the canonical one of group_merge), checked against the double reference like any other run.
 //
 //   const twig_graph tg = make_twig_graph(tree);                     // host, O(nodes)
-//   device_buffer task_node(tg.task_node) ...                           // upload
-//   twig_upward_ops<float, 2> ops{task_node, points, first_child, child_count, point_begin,
+//   device_buffer tasks(tg.tasks) ...                                   // upload
+//   twig_upward_ops<float, 2> ops{tasks, points, first_child, child_count, point_begin,
 //                                  point_count, payload};
 //   scheduler.run(ops);                                                 // a scheduler over tg.graph
 #pragma once
@@ -34,11 +34,25 @@
 
 namespace canopy::trees {
 
-/// The task graph of the twig decomposition and, per task, the node it computes. A twig task's
-/// entry is the bitwise complement of its node (~node < 0); any other task's is its node.
+/// One task of the twig decomposition: the node it computes (`entry`: the bitwise complement of
+/// the node, ~node < 0, for a twig; the node itself for any other task) and that node's children,
+/// so that a task starts with one 16-byte load instead of a load of its node followed by loads of
+/// the node's structure (one dependent L2 round trip less per level of a small tree: 1-1.5 us at
+/// depth 5 and 4.7% at depth 8 on an H100, bench/RESULTS.md).
+struct alignas(16) twig_task {
+  std::int32_t entry;
+  std::int32_t first_child;  // -1 for a leaf
+  std::int32_t child_count;  // 0 for a leaf
+  std::int32_t reserved;     // 0
+  CANOPY_HD std::int32_t node() const { return entry < 0 ? ~entry : entry; }
+  CANOPY_HD bool is_twig() const { return entry < 0; }
+};
+static_assert(sizeof(twig_task) == 16 && std::is_trivially_copyable_v<twig_task>);
+
+/// The task graph of the twig decomposition and, per task, what it computes.
 struct twig_graph {
   task_graph graph;
-  std::vector<std::int32_t> task_node;
+  std::vector<twig_task> tasks;
   std::int32_t twig_count = 0;
 };
 
@@ -77,7 +91,7 @@ struct twig_upward_ops {
   /// made depth 8 5% faster and a 16M-point Plummer tree 3% on an H100 (bench/RESULTS.md).
   static constexpr int tasks_per_group = 8;
 
-  const std::int32_t* task_node;
+  const twig_task* tasks;
   const point* points;
   const std::int32_t* first_child;
   const std::int32_t* child_count;
@@ -86,29 +100,29 @@ struct twig_upward_ops {
   multipole<T>* payload;
 
   CANOPY_HD void operator()(task_id t) const {
-    twig_task_serial<T>(points, first_child, child_count, point_begin, point_count, payload, task_node[t]);
+    twig_task_serial<T>(points, first_child, child_count, point_begin, point_count, payload, tasks[t].entry);
   }
 
 #if defined(__CUDACC__)
   template <int G>
   __device__ void operator()(task_id t, const lane_group<G>& g) const {
-    const std::int32_t entry = __ldg(task_node + t);
     if constexpr (!std::is_same_v<T, float> || G < 8) {
       // One thread per task (the warp-master modes call with G = 1).
       if (g.rank == 0) (*this)(t);
     } else {
       constexpr int L = G / 8;  // lanes per leaf of a twig
+      const int4 task = __ldg(reinterpret_cast<const int4*>(tasks + t));  // entry, first child, child count
+      const std::int32_t entry = task.x, first = task.y, children = task.z;
       multipole<float> r;
       if (entry >= 0) {
-        const std::int32_t node = entry, children = __ldg(child_count + node);
         if (children == 0) {
-          r = group_p2m(g, points + __ldg(point_begin + node), __ldg(point_count + node));
+          r = group_p2m(g, points + __ldg(point_begin + entry), __ldg(point_count + entry));
         } else {
           // Children were written during this run by other SMs: read them through L2.
-          r = group_merge<G, 1>(g, payload + __ldg(first_child + node), children, load_through_l2{});
+          r = group_merge<G, 1>(g, payload + first, children, load_through_l2{});
         }
       } else {
-        const std::int32_t node = ~entry, first = __ldg(first_child + node), children = __ldg(child_count + node);
+        const std::int32_t node = ~entry;
         const int c = g.rank / L;  // the leaf this lane helps with
         r = multipole_identity<float>();
         if (c < children) {
@@ -128,12 +142,11 @@ struct twig_upward_ops {
 static_assert(std::is_trivially_copyable_v<twig_upward_ops<float>>);
 static_assert(std::is_trivially_copyable_v<twig_upward_ops<double>>);
 
-/// Host views over a host octree and a twig graph's task_node (the CPU backend), as
-/// host_upward_ops is for node tasks.
+/// Host views over a host octree and a twig graph's tasks (the CPU backend), as host_upward_ops
+/// is for node tasks.
 template <class T>
-twig_upward_ops<T> host_twig_upward_ops(const octree& tree, const std::vector<std::int32_t>& task_node,
-                                        multipole<T>* payload) {
-  return twig_upward_ops<T>{task_node.data(),        tree.points.data(),      tree.first_child.data(),
+twig_upward_ops<T> host_twig_upward_ops(const octree& tree, const std::vector<twig_task>& tasks, multipole<T>* payload) {
+  return twig_upward_ops<T>{tasks.data(),           tree.points.data(),      tree.first_child.data(),
                             tree.child_count.data(), tree.point_begin.data(), tree.point_count.data(),
                             payload};
 }
