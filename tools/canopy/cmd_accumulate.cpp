@@ -70,9 +70,9 @@ void add_pass_options(CLI::App& cmd, pass_options& o) {
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cmd.add_option("--tasks", o.backend.tasks,
-                 "node: one task per octree node; twig: a task computes a node whose children are all "
-                 "leaves together with its leaves (8x fewer tasks on a complete tree; faster on complete "
-                 "trees, slower on adaptive ones on an H100, see bench/RESULTS.md)")
+                 "twig: a task computes a node whose children are all leaves together with its leaves "
+                 "(8x fewer tasks on a complete tree; on an H100 faster than node tasks on complete and "
+                 "adaptive trees, see bench/RESULTS.md); node: one task per octree node")
       ->check(CLI::IsMember({"node", "twig"}))
       ->capture_default_str();
   cmd.add_flag("--json", o.json, "print the result as JSON");

@@ -15,6 +15,7 @@
 #include "canopy/trees/reference.hpp"
 #include "canopy/trees/twig_pass.hpp"
 #include "probe_timing.cuh"
+#include "probe_trees.cuh"
 
 namespace ct = canopy::trees;
 
@@ -63,21 +64,8 @@ struct twig_staged {
 };
 
 int main(int argc, char** argv) {
-  const int max_depth = argc > 1 ? std::atoi(argv[1]) : 8;
-  const double copy = canopy::bench::measure_copy_bandwidth();
-  std::printf("copy bandwidth %.0f GB/s\n", copy);
-  for (int which = 0; which < 3; ++which) {
-    if (which == 1 && max_depth < 8) continue;
-    const ct::octree tree = which == 0 ? ct::build_complete_octree(5, 8, 1)
-                          : which == 1 ? ct::build_complete_octree(8, 8, 1)
-                                       : ct::build_octree(ct::generate_plummer(16u << 20, 1), ct::build_options{32, 21});
-    const std::string name = which == 0 ? "depth 5" : which == 1 ? "depth 8" : "plummer 16M leaf 32";
-    const int reps = tree.node_count() > 1000000 ? 10 : 30;
-    const auto ref = ct::reference_upward_pass(tree);
-    ct::device_octree d(tree);
-    ct::device_payloads<float> out(tree.node_count());
-    const auto t = d.ref();
-    const double bytes = static_cast<double>(canopy::bench::upward_pass_bytes(t));
+  for_each_probe_case(argc, argv, [](probe_case& c, double copy) {
+    auto& [name, tree, ref, d, out, t, bytes, reps] = c;
     const ct::twig_graph tg = ct::make_twig_graph(tree);
     ct::twig_task* tasks = nullptr;
     cudaMalloc(&tasks, sizeof(ct::twig_task) * tg.tasks.size());
@@ -101,5 +89,5 @@ int main(int argc, char** argv) {
       go("twig staged tpg 16", twig_staged<16>{base}, m);
     }
     cudaFree(tasks);
-  }
+  });
 }

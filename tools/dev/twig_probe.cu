@@ -1,5 +1,5 @@
 // Tuning probe (not part of the suite): node tasks (upward_pass.hpp) against twig tasks
-// (twig_pass.hpp) and the baselines, on complete octrees and a Plummer sphere; every result is
+// (twig_pass.hpp) and the baselines, on the trees of probe_trees.hpp; every result is
 // validated against the double reference before it is timed (warm medians, CUDA events around
 // run(), i.e. launch and wait). Build after the gpu preset:
 //   nvcc -O3 -std=c++20 --expt-relaxed-constexpr -arch=sm_90 -Xcompiler -static-libstdc++ \
@@ -20,25 +20,13 @@
 #include "canopy/trees/twig_pass.hpp"
 #include "canopy/trees/upward_pass.hpp"
 #include "probe_timing.cuh"
+#include "probe_trees.cuh"
 
 namespace ct = canopy::trees;
 
 int main(int argc, char** argv) {
-  const int max_depth = argc > 1 ? std::atoi(argv[1]) : 8;
-  const double copy = canopy::bench::measure_copy_bandwidth();
-  std::printf("copy bandwidth %.0f GB/s\n", copy);
-  for (int which = 0; which < 3; ++which) {
-    if (which == 1 && max_depth < 8) continue;
-    const ct::octree tree = which == 0 ? ct::build_complete_octree(5, 8, 1)
-                          : which == 1 ? ct::build_complete_octree(8, 8, 1)
-                                       : ct::build_octree(ct::generate_plummer(16u << 20, 1), ct::build_options{32, 21});
-    const std::string name = which == 0 ? "depth 5" : which == 1 ? "depth 8" : "plummer 16M leaf 32";
-    const int reps = tree.node_count() > 1000000 ? 10 : 30;
-    const auto ref = ct::reference_upward_pass(tree);
-    ct::device_octree d(tree);
-    ct::device_payloads<float> out(tree.node_count());
-    const auto t = d.ref();
-    const double bytes = static_cast<double>(canopy::bench::upward_pass_bytes(t));
+  for_each_probe_case(argc, argv, [](probe_case& c, double copy) {
+    auto& [name, tree, ref, d, out, t, bytes, reps] = c;
     auto report = [&](const std::string& what, bool ok, double us) {
       std::printf("%-20s %-34s %s %10.1f us  %5.1f%% of copy\n", name.c_str(), what.c_str(), ok ? "ok " : "BAD", us,
                   100.0 * bytes / (us * 1e-6) / 1e9 / copy);
@@ -97,5 +85,5 @@ int main(int argc, char** argv) {
       }
       cudaFree(tasks);
     }
-  }
+  });
 }
