@@ -75,8 +75,8 @@ struct gpu_tree {
   trees::device_payloads<float> payloads;
   std::optional<canopy::gpu_scheduler> sched;
   std::optional<baseline_runner> baselines;
-  // Twig tasks (trees/twig_pass.hpp), made on first use: the scheduler over the twig graph and the
-  // node of each task on the device.
+  // Twig tasks (trees/twig_pass.hpp), made on first use: the scheduler over the twig graph and its
+  // task entries (twig_task) on the device.
   std::optional<canopy::gpu_scheduler> twig_sched;
   device_buffer<trees::twig_task> twig_tasks;
 

@@ -43,9 +43,13 @@ void summarise_times(std::vector<double> samples, backend_result& r) {
   r.reps = static_cast<int>(n);
 }
 
-bool twig_tasks(const backend_options& o) {
-  if (o.tasks != "node" && o.tasks != "twig") throw std::invalid_argument("unknown --tasks '" + o.tasks + "' (node, twig)");
-  return o.tasks == "twig";
+bool twig_tasks(const backend_options& o, bool gpu) {
+  if (o.tasks != "auto" && o.tasks != "node" && o.tasks != "twig")
+    throw std::invalid_argument("unknown --tasks '" + o.tasks + "' (auto, node, twig)");
+  // auto: twig tasks on the GPU, where they were faster on every tree measured (bench/RESULTS.md);
+  // node tasks on the CPU, where twig tasks were not faster (depth 6 on 2 workers: 18.0 against
+  // 13.1 ms).
+  return o.tasks == "twig" || (o.tasks == "auto" && gpu);
 }
 
 void throw_if_failed(const canopy::run_result& r, const std::string& backend) {
@@ -72,7 +76,8 @@ backend_result run_cpu(const canopy::trees::octree& tree, const backend_options&
   backend_result out;
   out.payloads.resize(static_cast<std::size_t>(tree.node_count()));
   int workers = 0;
-  if (twig_tasks(options)) {
+  const bool twig = twig_tasks(options, false);
+  if (twig) {
     const ct::twig_graph tg = ct::make_twig_graph(tree);
     canopy::cpu_scheduler sched(tg.graph, opts);
     time_cpu_runs(sched, ct::host_twig_upward_ops<float>(tree, tg.tasks, out.payloads.data()), options, out);
@@ -83,7 +88,7 @@ backend_result run_cpu(const canopy::trees::octree& tree, const backend_options&
     workers = sched.worker_count();
   }
   out.backend = "cpu";
-  out.device = std::to_string(workers) + " CPU workers, " + options.tasks + " tasks";
+  out.device = std::to_string(workers) + " CPU workers, " + (twig ? "twig" : "node") + " tasks";
   return out;
 }
 

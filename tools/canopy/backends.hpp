@@ -19,7 +19,7 @@ struct backend_options {
   std::string push_policy = "round-robin";
   double deadline_ms = 10000;
   int reps = 1;                        ///< timed runs after an untimed warm-up; the median is reported
-  std::string tasks = "twig";          ///< "twig" (trees/twig_pass.hpp; faster on every tree measured) or "node" (a task per node)
+  std::string tasks = "auto";          ///< "twig" (trees/twig_pass.hpp), "node" (a task per node), or "auto": twig on the GPU, node on the CPU
 };
 
 struct backend_result {

@@ -12,7 +12,7 @@ namespace canopy::tool {
 canopy::scheduler_options to_scheduler_options(const backend_options& o);
 void throw_if_failed(const canopy::run_result& r, const std::string& backend);
 /// True for --tasks twig, false for node; throws std::invalid_argument for anything else.
-bool twig_tasks(const backend_options& o);
+bool twig_tasks(const backend_options& o, bool gpu);  // --tasks, with auto resolved for the backend
 backend_result run_gpu(const canopy::trees::octree& tree, const backend_options& options);
 
 }  // namespace canopy::tool

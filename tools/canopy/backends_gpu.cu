@@ -52,7 +52,7 @@ backend_result run_with(const canopy::trees::octree& tree, const canopy::task_gr
   cudaDeviceProp prop{};
   canopy::detail::cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   out.device = std::string(prop.name) + ", " + std::to_string(sched.last_grid()) + " blocks x " +
-               std::to_string(opts.threads_per_block) + " threads, " + options.tasks + " tasks of " +
+               std::to_string(opts.threads_per_block) + " threads, " + (twig_tasks(options, true) ? "twig" : "node") + " tasks of " +
                std::to_string(Ops::group_size) + " lanes, mode " + std::string(canopy::to_string(opts.mode));
   summarise_times(std::move(samples), out);
   return out;
@@ -65,7 +65,7 @@ backend_result run_gpu(const canopy::trees::octree& tree, const backend_options&
   ct::device_octree dtree(tree);
   ct::device_payloads<float> payloads(tree.node_count());
   const ct::octree_ref t = dtree.ref();
-  if (twig_tasks(options)) {
+  if (twig_tasks(options, true)) {
     const ct::twig_graph tg = ct::make_twig_graph(tree);
     const ct::detail::device_array<ct::twig_task> tasks{std::span<const ct::twig_task>(tg.tasks)};
     return ct::with_twig_lanes(ct::upward_lanes(tree), [&](auto lanes) {

@@ -71,9 +71,10 @@ void add_pass_options(CLI::App& cmd, pass_options& o) {
       ->capture_default_str();
   cmd.add_option("--tasks", o.backend.tasks,
                  "twig: a task computes a node whose children are all leaves together with its leaves "
-                 "(8x fewer tasks on a complete tree; on an H100 faster than node tasks on complete and "
-                 "adaptive trees, see bench/RESULTS.md); node: one task per octree node")
-      ->check(CLI::IsMember({"node", "twig"}))
+                 "(8x fewer tasks on a complete tree; on an H100 GPU faster than node tasks on complete and "
+                 "adaptive trees, see bench/RESULTS.md); node: one task per octree node; auto: twig on "
+                 "the gpu backend, node on the cpu backend")
+      ->check(CLI::IsMember({"auto", "node", "twig"}))
       ->capture_default_str();
   cmd.add_flag("--json", o.json, "print the result as JSON");
 }

@@ -248,12 +248,11 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) co
   const auto& g = graph_;
   task_graph_ref gr{g.task_count(), parent_, succ_offsets_, succ_, dependency_count_, pending_, sources_,
                     static_cast<std::int32_t>(g.sources().size()), g.sink_count()};
-  const int threads = options_.threads_per_block;
   // Spread the sources over the whole grid on the first pass (one chunk per block), but never
   // more than a block's batch holds: the block modes deal the first chunk of every block
   // statically (static_sources), and a first fetch takes exactly one chunk.
   const std::int64_t per_block = (static_cast<std::int64_t>(gr.source_count) + grid - 1) / grid;
-  const int chunk = static_cast<int>(std::min<std::int64_t>(std::max<std::int64_t>(per_block, 1), std::min(threads, batch_max)));
+  const int chunk = static_cast<int>(std::min<std::int64_t>(std::max<std::int64_t>(per_block, 1), batch_max));  // batch_max <= threads
   const auto static_sources = static_cast<std::uint32_t>(traits_of(options_.mode).block_fetch ? grid * chunk : 0);
   return detail::scheduler_ref{gr,
                                global_header_,

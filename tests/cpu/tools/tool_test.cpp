@@ -140,6 +140,19 @@ TEST_F(CanopyTool, ValidateTwigTasksOnTheCpuBackend) {
   }
 }
 
+TEST_F(CanopyTool, TasksAutoIsNodeTasksOnTheCpuAndUnknownTasksAreRefused) {
+  // auto (the default) picks twig tasks on the gpu backend only; the text output names the choice.
+  const auto dflt = run({"validate", "gen:lattice:2:8", "--backend", "cpu"});
+  EXPECT_EQ(dflt.exit_code, 0) << dflt.out << dflt.err;
+  EXPECT_NE(dflt.out.find("node tasks"), std::string::npos) << dflt.out;
+  const auto twig = run({"validate", "gen:lattice:2:8", "--backend", "cpu", "--tasks", "twig"});
+  EXPECT_EQ(twig.exit_code, 0) << twig.out << twig.err;
+  EXPECT_NE(twig.out.find("twig tasks"), std::string::npos) << twig.out;
+  const auto bad = run({"validate", "gen:lattice:2:8", "--backend", "cpu", "--tasks", "leaf"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--tasks"), std::string::npos) << bad.err;
+}
+
 TEST_F(CanopyTool, DotWritesTheTaskGraph) {
   const auto out = path("tree.dot");
   const auto r = run({"dot", "gen:uniform:500", "--max-leaf", "16", "-o", out});

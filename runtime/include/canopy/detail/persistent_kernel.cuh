@@ -126,7 +126,7 @@ constexpr int tasks_per_group_of() {
 
 /// The most tasks a block's master fetches at once: groups x tasks per group.
 template <class Ops>
-constexpr int block_batch_max(int threads) {
+CANOPY_HD constexpr int block_batch_max(int threads) {
   constexpr int G = group_size_of<Ops>();
   return threads / G * tasks_per_group_of<Ops, G>();
 }
@@ -173,7 +173,7 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
 /// ends delays the end by up to twice its sleep (__nanosleep's range), so the cap must stay small
 /// in short runs (a depth-5 tree takes ~30 us: a 2 us floor cost it 2 us on an H100); in long ones
 /// the idle blocks' polling is what costs (see auto_idle_sleep_ns in gpu_scheduler.cuh), and the
-/// end is a small fraction of the run (at most ~1/32 of it).
+/// end is a small fraction of the run (at most ~1/32 of it once the run has taken 32 us).
 __device__ __forceinline__ unsigned idle_sleep_cap(const scheduler_ref& r, std::uint64_t start) {
   constexpr unsigned floor_ns = 512;
   const std::uint64_t cap = (global_timer_ns() - start) >> 6;

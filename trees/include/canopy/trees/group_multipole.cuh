@@ -115,8 +115,10 @@ __device__ multipole<float> group_p2m(const canopy::lane_group<G>& g, const poin
 // m2 + mass * d d^T for d = com - centre). Only a few values are in flight besides m, where a
 // pairwise merge holds two payloads (34 registers): the twig kernel spilled at 64 registers with
 // it. Every lane ends with the bitwise same result (xor butterflies add the same two values in
-// either order). Massless sets are weighted by their point counts when the union is massless, as
-// m2m_merge does; empty sets (count 0) add nothing.
+// either order), up to the sign of a zero in the box (min/max keep either of -0 and +0). Massless
+// sets are weighted by their point counts when the union is massless, as m2m_merge does; empty
+// sets (count 0) add nothing, and a union with one non-empty set is that set exactly (as
+// m2m_merge with identities is: a chain of single-child nodes must not drift by an ulp a level).
 template <int Stride, int G>
 __device__ multipole<float> group_combine(const canopy::lane_group<G>& g, const multipole<float>& m) {
   static_assert(Stride >= 1 && Stride <= G, "Stride: 1 .. G");
@@ -128,12 +130,15 @@ __device__ multipole<float> group_combine(const canopy::lane_group<G>& g, const 
   multipole<float> r;
   r.count = sum(m.count);
   r.mass = sum(m.mass);
+  const int sets = sum(m.count > 0 ? 1 : 0);  // non-empty ones; sums of one value and zeros are exact
   const bool massive = r.mass > 0.f;
   const float w = massive ? m.mass : static_cast<float>(m.count);
   const float total = massive ? r.mass : static_cast<float>(r.count);
 #pragma unroll
   for (int i = 0; i < 3; ++i) {
-    r.com[i] = r.count == 0 ? 0.f : sum(m.count == 0 ? 0.f : w * m.com[i]) / total;
+    r.com[i] = r.count == 0 ? 0.f
+               : sets == 1  ? sum(m.count == 0 ? 0.f : m.com[i])
+                            : sum(m.count == 0 ? 0.f : w * m.com[i]) / total;
     float lo = m.lo[i], hi = m.hi[i];
 #pragma unroll
     for (int o = Stride; o < G; o *= 2) {

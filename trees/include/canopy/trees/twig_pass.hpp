@@ -7,8 +7,9 @@
 // device-scope acq_rel atomic) and a re-read of each leaf's payload by its parent, for 128 bytes
 // of points per leaf (8 points). A twig task moves 8 leaves' points in one go, skips 8 arrivals,
 // and never reads the leaf payloads back. On a complete octree the graph has 8x fewer tasks and
-// one dependent level less. The results are the same moments (the merge order within a twig is
-// the canonical one of group_merge), checked against the double reference like any other run.
+// one dependent level less. The results are the same moments up to rounding (a twig combines its
+// leaves at once with group_combine, node tasks their children with group_merge), checked against
+// the double reference like any other run.
 //
 //   const twig_graph tg = make_twig_graph(tree);                     // host, O(nodes)
 //   device_buffer tasks(tg.tasks) ...                                   // upload
