@@ -15,9 +15,10 @@ bool gpu_available() { return canopy::gpu_available(); }
 
 namespace {
 
+/// `tasks`: "twig" or "node", for the result's description.
 template <class Ops>
 backend_result run_with(const canopy::trees::octree& tree, const canopy::task_graph& graph, const backend_options& options,
-                        canopy::trees::device_payloads<float>& payloads, const Ops& ops) {
+                        canopy::trees::device_payloads<float>& payloads, const Ops& ops, const char* tasks) {
   namespace ct = canopy::trees;
   const auto opts = to_scheduler_options(options);
   canopy::gpu_scheduler sched(graph, opts);
@@ -52,7 +53,7 @@ backend_result run_with(const canopy::trees::octree& tree, const canopy::task_gr
   cudaDeviceProp prop{};
   canopy::detail::cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   out.device = std::string(prop.name) + ", " + std::to_string(sched.last_grid()) + " blocks x " +
-               std::to_string(opts.threads_per_block) + " threads, " + (twig_tasks(options, true) ? "twig" : "node") + " tasks of " +
+               std::to_string(opts.threads_per_block) + " threads, " + tasks + " tasks of " +
                std::to_string(Ops::group_size) + " lanes, mode " + std::string(canopy::to_string(opts.mode));
   summarise_times(std::move(samples), out);
   return out;
@@ -71,13 +72,13 @@ backend_result run_gpu(const canopy::trees::octree& tree, const backend_options&
     return ct::with_twig_lanes(ct::upward_lanes(tree), [&](auto lanes) {
       const ct::twig_upward_ops<float, lanes()> ops{tasks.data(),     t.points,   t.first_child, t.child_count,
                                                      t.point_begin, t.point_count, payloads.data()};
-      return run_with(tree, tg.graph, options, payloads, ops);
+      return run_with(tree, tg.graph, options, payloads, ops, "twig");
     });
   }
   return ct::with_upward_lanes(ct::upward_lanes(tree), [&](auto lanes) {
     const ct::upward_ops<float, lanes()> ops{t.points, t.first_child, t.child_count, t.point_begin, t.point_count,
                                               payloads.data()};
-    return run_with(tree, ct::make_upward_graph(tree), options, payloads, ops);
+    return run_with(tree, ct::make_upward_graph(tree), options, payloads, ops, "node");
   });
 }
 

@@ -10,20 +10,15 @@
 #include "canopy/gpu_scheduler.cuh"
 #include "probe_timing.cuh"
 
-__device__ __forceinline__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__global__ void stamp(unsigned long long* at) { *at = now_ns(); }
+__global__ void stamp(unsigned long long* at) { *at = canopy::detail::global_timer_ns(); }
 __global__ void empty_kernel() {}
 
 struct stamp_ops {
   unsigned long long* first;  // [0]: min start, [1]: max end
   __device__ void operator()(canopy::task_id) const {
-    atomicMin(first, now_ns());
+    atomicMin(first, canopy::detail::global_timer_ns());
     __threadfence();
-    atomicMax(first + 1, now_ns());
+    atomicMax(first + 1, canopy::detail::global_timer_ns());
   }
 };
 

@@ -21,11 +21,6 @@
 
 namespace ct = canopy::trees;
 
-__device__ __forceinline__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 template <class Inner>
 struct timed_ops {
@@ -37,10 +32,10 @@ struct timed_ops {
   __host__ __device__ void operator()(canopy::task_id t) const { inner(t); }
   template <int G>
   __device__ void operator()(canopy::task_id t, const canopy::lane_group<G>& g) const {
-    if (g.rank == 0) begin[t] = now_ns();
+    if (g.rank == 0) begin[t] = canopy::detail::global_timer_ns();
     inner(t, g);
     g.sync();
-    if (g.rank == 0) end[t] = now_ns();
+    if (g.rank == 0) end[t] = canopy::detail::global_timer_ns();
   }
 };
 

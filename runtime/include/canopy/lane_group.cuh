@@ -68,26 +68,28 @@ struct lane_group {
   }
 };
 
-/// Butterfly sum / min / max over the group: every lane ends with the same value.
-template <int G, class T>
+/// Butterfly sum / min / max over the group: every lane ends with the same value. With Stride > 1
+/// the group is Stride-lane sub-groups whose lanes hold the same value, and the result is over the
+/// sub-groups (one value each): the butterflies stop at offset Stride.
+template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_sum(const lane_group<G>& g, T v) {
 #pragma unroll
-  for (int o = G / 2; o > 0; o /= 2) v += g.exchange(v, o);
+  for (int o = G / 2; o >= Stride; o /= 2) v += g.exchange(v, o);
   return v;
 }
-template <int G, class T>
+template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_min(const lane_group<G>& g, T v) {
 #pragma unroll
-  for (int o = G / 2; o > 0; o /= 2) {
+  for (int o = G / 2; o >= Stride; o /= 2) {
     const T w = g.exchange(v, o);
     v = w < v ? w : v;
   }
   return v;
 }
-template <int G, class T>
+template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_max(const lane_group<G>& g, T v) {
 #pragma unroll
-  for (int o = G / 2; o > 0; o /= 2) {
+  for (int o = G / 2; o >= Stride; o /= 2) {
     const T w = g.exchange(v, o);
     v = v < w ? w : v;
   }

@@ -72,11 +72,8 @@ __device__ block_batch fetch_block_batch(const scheduler_ref& r, int worker, loc
     if (first && r.static_sources > 0) {
       // The host made source_chunk <= max, so want == source_chunk here and the static ranges
       // tile [0, static_sources).
-      const auto total = static_cast<std::uint32_t>(r.graph.source_count);
       b.source_first = static_cast<std::uint32_t>(worker) * static_cast<std::uint32_t>(r.source_chunk);
-      b.sources = b.source_first >= total ? 0 : total - b.source_first < static_cast<std::uint32_t>(want)
-                                                    ? static_cast<int>(total - b.source_first)
-                                                    : want;
+      b.sources = sources_from(r, b.source_first, want);
     } else {
       b.sources = claim_source_range<device_scope>(r, want, !first, &b.source_first);
     }

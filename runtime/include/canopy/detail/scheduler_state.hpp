@@ -143,6 +143,13 @@ CANOPY_HD void sink_finished(const scheduler_ref& r) {
   cuda::atomic_ref<std::int32_t, S>(r.counters->stop).store(1, cuda::std::memory_order_release);
 }
 
+/// How many of the sources [first, first + max) exist (0 when first is past the last one).
+CANOPY_HD inline int sources_from(const scheduler_ref& r, std::uint32_t first, int max) {
+  const auto total = static_cast<std::uint32_t>(r.graph.source_count);
+  if (first >= total) return 0;
+  return static_cast<int>(total - first < static_cast<std::uint32_t>(max) ? total - first : static_cast<std::uint32_t>(max));
+}
+
 /// Claims up to `max` consecutive sources with one atomic: graph.sources[*first .. *first + n),
 /// n returned. The cursor is read first so that idle workers polling an exhausted range do not
 /// keep incrementing it (`look` = false skips that on a worker's first claim of a run, when the
@@ -153,9 +160,9 @@ CANOPY_HD int claim_source_range(const scheduler_ref& r, int max, bool look, std
   const auto total = static_cast<std::uint32_t>(r.graph.source_count);
   if (max <= 0 || (look && r.static_sources + cursor.load(cuda::std::memory_order_relaxed) >= total)) return 0;
   const std::uint32_t f = r.static_sources + cursor.fetch_add(static_cast<std::uint32_t>(max), cuda::std::memory_order_relaxed);
-  if (f >= total) return 0;
-  *first = f;
-  return static_cast<int>(total - f < static_cast<std::uint32_t>(max) ? total - f : static_cast<std::uint32_t>(max));
+  const int n = sources_from(r, f, max);
+  if (n > 0) *first = f;
+  return n;
 }
 
 /// claim_source_range, copying the claimed ids to out.

@@ -126,11 +126,7 @@ __device__ multipole<float> group_p2m(const canopy::lane_group<G>& g, const poin
 template <int Stride, int G>
 __device__ multipole<float> group_combine(const canopy::lane_group<G>& g, const multipole<float>& m) {
   static_assert(Stride >= 1 && Stride <= G, "Stride: 1 .. G");
-  auto sum = [&](auto v) {
-#pragma unroll
-    for (int o = Stride; o < G; o *= 2) v += g.exchange(v, o);
-    return v;
-  };
+  auto sum = [&](auto v) { return canopy::group_sum<Stride>(g, v); };
   multipole<float> r;
   r.count = sum(m.count);
   r.mass = sum(m.mass);
@@ -140,15 +136,8 @@ __device__ multipole<float> group_combine(const canopy::lane_group<G>& g, const 
 #pragma unroll
   for (int i = 0; i < 3; ++i) {
     r.com[i] = r.count == 0 ? 0.f : sum(m.count == 0 ? 0.f : w * m.com[i]) / total;
-    float lo = m.lo[i], hi = m.hi[i];
-#pragma unroll
-    for (int o = Stride; o < G; o *= 2) {
-      const float l = g.exchange(lo, o), h = g.exchange(hi, o);
-      lo = l < lo ? l : lo;
-      hi = hi < h ? h : hi;
-    }
-    r.lo[i] = lo;
-    r.hi[i] = hi;
+    r.lo[i] = canopy::group_min<Stride>(g, m.lo[i]);
+    r.hi[i] = canopy::group_max<Stride>(g, m.hi[i]);
   }
   const float d[3] = {m.com[0] - r.com[0], m.com[1] - r.com[1], m.com[2] - r.com[2]};
   const float a = m.count == 0 ? 0.f : m.mass;  // an empty set's com is not a position
