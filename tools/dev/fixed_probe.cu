@@ -27,11 +27,16 @@ double med(std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.si
 int main() {
   unsigned long long* d = nullptr;
   cudaMalloc(&d, 4 * sizeof(unsigned long long));
-  std::printf("empty kernel 528x256 launch+sync  %6.1f us\n", median_us([] { empty_kernel<<<528, 256>>>(); cudaStreamSynchronize(nullptr); }, 200));
-  std::printf("empty coop 528x256 launch+sync    %6.1f us\n", median_us([] {
-    void* args[] = {nullptr};
-    cudaLaunchCooperativeKernel((void*)empty_kernel, dim3(528), dim3(256), args, 4096, nullptr);
-    cudaStreamSynchronize(nullptr); }, 200));
+  for (int threads : {128, 256})
+    for (int grid : {1, 66, 132, 264, 528, 1056}) {
+      if (grid * threads > 132 * 2048) continue;
+      const double plain = median_us([&] { empty_kernel<<<grid, threads>>>(); cudaStreamSynchronize(nullptr); }, 200);
+      const double coop = median_us([&] {
+        void* args[] = {nullptr};
+        cudaLaunchCooperativeKernel((void*)empty_kernel, dim3(grid), dim3(threads), args, 4096, nullptr);
+        cudaStreamSynchronize(nullptr); }, 200);
+      std::printf("empty kernel %4dx%-3d launch+sync %6.1f us, cooperative %6.1f us\n", grid, threads, plain, coop);
+    }
   {
     std::vector<double> ab;
     for (int i = 0; i < 200; ++i) {

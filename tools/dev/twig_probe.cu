@@ -83,6 +83,25 @@ int main(int argc, char** argv) {
           return 0;
         });
       }
+      if (tree.node_count() < 100000) {
+        // A small tree: does a smaller grid (a cheaper launch) pay?
+        for (int threads : {128, 256})
+          for (int blocks : {33, 66, 132, 264}) {
+            canopy::scheduler_options o; o.threads_per_block = threads; o.blocks = blocks;
+            canopy::gpu_scheduler s(tg.graph, o);
+            s.set_mode(canopy::mode::continuation);
+            ct::with_twig_lanes(ct::upward_lanes(tree), [&](auto L) {
+              const ct::twig_upward_ops<float, L()> ops{tasks, t.points, t.first_child, t.child_count, t.point_begin,
+                                                        t.point_count, out.data()};
+              poison();
+              const auto r = s.run(ops);
+              const bool ok = r.ok() && check();
+              report("twig continuation T" + std::to_string(threads) + " B" + std::to_string(blocks), ok,
+                     ok ? median_us([&] { s.run(ops); }, reps) : -1);
+              return 0;
+            });
+          }
+      }
       cudaFree(tasks);
     }
   });

@@ -19,6 +19,12 @@
 // many tasks of a batch each group runs one after the other (default 4). Heavy tasks that move
 // many bytes each want more (the octree's twig tasks use 8).
 //
+// An Ops may also declare `__device__ void prefetch(canopy::task_id, canopy::prefetch_stage) const`
+// (canopy/prefetch.cuh): hints, called by one lane, for tasks of a full batch that its group runs
+// later (`structure`: the task's small records, into L1, for every task of the group's share when
+// it starts; `data`: the bulk bytes of the group's next task, into L2, while it runs the current
+// one). A prefetch must not write anything a task reads; results never depend on it.
+//
 // The CPU backend and the `mutex` .. `private-queues` modes (only warp masters work) call the group
 // operator with G = 1, so one operator serves every mode; a scalar `operator()(task_id)` is still
 // needed for the CPU backend.

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "canopy/gpu_scheduler.cuh"
+#include "canopy/prefetch.cuh"
 #include "gpu_test.hpp"
 #include "scheduler_test_graphs.hpp"
 
@@ -172,6 +173,76 @@ void check_groups(mode m) {
 TEST_P(GpuSchedulerModes, LaneGroupsRunEachTaskOnceOnEveryLane) {
   check_groups<4>(GetParam());
   check_groups<32>(GetParam());
+}
+
+// group_sum_ops with the optional prefetch hook (canopy/prefetch.cuh), counting the hints per task
+// and stage; an id outside the graph counts in `stray`.
+struct prefetch_counting_ops : group_sum_ops<4> {
+  int* structure;
+  int* data;
+  int* stray;
+  int task_count;
+  __device__ void prefetch(task_id t, canopy::prefetch_stage stage) const {
+    if (t < 0 || t >= task_count) {
+      atomicAdd(stray, 1);
+      return;
+    }
+    atomicAdd((stage == canopy::prefetch_stage::structure ? structure : data) + t, 1);
+  }
+};
+
+TEST_P(GpuSchedulerModes, PrefetchHintsNameOnlyTasksOfTheGroupsShare) {
+  const mode m = GetParam();
+  const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(20000, 5));
+  canopy::scheduler_options opt;
+  opt.mode = m;
+  opt.deadline = std::chrono::seconds(5);
+  canopy::gpu_scheduler probe(g, opt);
+  for (int blocks : {1, probe.max_blocks<prefetch_counting_ops>(m)}) {
+    opt.blocks = blocks;
+    canopy::gpu_scheduler s(g, opt);
+    const auto n = static_cast<std::size_t>(g.task_count());
+    canopy::test::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
+    canopy::test::device_buffer<task_id> preds{g.predecessors()};
+    canopy::test::device_buffer<long long> value{n};
+    canopy::test::device_buffer<int> lanes{n}, structure{n}, data{n}, stray{1};
+    value.upload(std::vector<long long>(n, -1));
+    lanes.fill_zero();
+    structure.fill_zero();
+    data.fill_zero();
+    stray.fill_zero();
+    prefetch_counting_ops ops;
+    static_cast<group_sum_ops<4>&>(ops) = {pred_offsets.data(), preds.data(), value.data(), lanes.data()};
+    ops.structure = structure.data();
+    ops.data = data.data();
+    ops.stray = stray.data();
+    ops.task_count = g.task_count();
+    const auto r = s.run(ops);
+    const std::string what = std::string(canopy::to_string(m)) + " blocks=" + std::to_string(blocks);
+    ASSERT_TRUE(r.ok()) << what << ": " << r.message;
+    const auto expect = canopy::testing::serial_values(g);
+    const auto v = value.download();
+    const auto st = structure.download();
+    const auto d = data.download();
+    long long structures = 0, datas = 0;
+    for (task_id t = 0; t < g.task_count(); ++t) {
+      ASSERT_EQ(v[t], expect[t]) << what << ": task " << t;
+      // A task is in one batch, and a group hints each task of its share once per stage; the data
+      // hint only for tasks whose structure it asked for.
+      ASSERT_LE(st[t], 1) << what << ": task " << t;
+      ASSERT_LE(d[t], st[t]) << what << ": task " << t;
+      structures += st[t];
+      datas += d[t];
+    }
+    EXPECT_EQ(stray.download()[0], 0) << what;
+    if (canopy::traits_of(m).block_fetch && blocks == 1) {
+      // One block: its first batch is a full batch of sources, so the hints must have been used.
+      EXPECT_GT(structures, 0) << what;
+      EXPECT_GT(datas, 0) << what;
+    } else if (!canopy::traits_of(m).block_fetch) {
+      EXPECT_EQ(structures + datas, 0) << what << ": the warp-master modes run one task per warp, no shares";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModes, GpuSchedulerModes, ::testing::ValuesIn(canopy::all_modes), [](const auto& info) {

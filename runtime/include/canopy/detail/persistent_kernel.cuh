@@ -7,6 +7,7 @@
 
 #include "canopy/detail/scheduler_state.hpp"
 #include "canopy/lane_group.cuh"
+#include "canopy/prefetch.cuh"
 
 namespace canopy::detail {
 
@@ -126,6 +127,47 @@ template <class Ops>
 CANOPY_HD constexpr int block_batch_max(int threads) {
   constexpr int G = group_size_of<Ops>();
   return threads / G * tasks_per_group_of<Ops, G>();
+}
+
+/// Ops may declare `__device__ void prefetch(task_id, canopy::prefetch_stage) const`
+/// (canopy/prefetch.cuh).
+template <class Ops>
+inline constexpr bool has_prefetch = requires(const Ops& o, task_id t) { o.prefetch(t, prefetch_stage::data); };
+
+/// How many tasks of its share ahead of the one it runs a group asks for the data of (0: no
+/// prefetch at all). On an H100 at depth 8: 1 took the continuation twig pass from 1950-1990 to
+/// 1856-1870 us; 2 made it 2150 us (the lines left L2 before their turn; bench/RESULTS.md).
+#ifndef CANOPY_PREFETCH_AHEAD
+#define CANOPY_PREFETCH_AHEAD 1
+#endif
+
+/// When a group starts its share of a full batch (tasks i, i + groups, ... of the batch), lane k
+/// asks for the structure of the k-th of them, so that the share's first dependent loads overlap
+/// once, and for the data of the first CANOPY_PREFETCH_AHEAD.
+template <class Ops, int G>
+__device__ __forceinline__ void prefetch_share(const Ops& ops, const scheduler_ref& r, const block_batch& cur,
+                                               const task_id* batch, int todo, int group, int groups,
+                                               const lane_group<G>& g) {
+  if constexpr (has_prefetch<Ops> && CANOPY_PREFETCH_AHEAD > 0) {
+    const int i = group + g.rank * groups;
+    if (g.rank < tasks_per_group_of<Ops, G>() && i < todo) {
+      const task_id t = cur.at(r, batch, i);
+      ops.prefetch(t, prefetch_stage::structure);
+      if (g.rank < CANOPY_PREFETCH_AHEAD) ops.prefetch(t, prefetch_stage::data);
+    }
+  }
+}
+
+/// Before a group runs task i of its share, lane 0 asks for the data of the one it runs
+/// CANOPY_PREFETCH_AHEAD tasks later.
+template <class Ops, int G>
+__device__ __forceinline__ void prefetch_next(const Ops& ops, const scheduler_ref& r, const block_batch& cur,
+                                              const task_id* batch, int i, int groups, int todo,
+                                              const lane_group<G>& g) {
+  if constexpr (has_prefetch<Ops> && CANOPY_PREFETCH_AHEAD > 0) {
+    const int next = i + CANOPY_PREFETCH_AHEAD * groups;
+    if (g.rank == 0 && next < todo) ops.prefetch(cur.at(r, batch, next), prefetch_stage::data);
+  }
 }
 
 template <class Ops, int G>
@@ -267,8 +309,12 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
           fail<device_scope>(r, status::queue_overflow, s);
         }
       };
+      if (!climb) prefetch_share(ops, r, cur, batch, todo, group, groups, g);
       if (!T.continuation || climb) {
-        for (int i = group; i < todo; i += groups) execute_chain<M>(ops, r, cur.at(r, batch, i), g, climb, stage);
+        for (int i = group; i < todo; i += groups) {
+          if (!climb) prefetch_next(ops, r, cur, batch, i, groups, todo, g);
+          execute_chain<M>(ops, r, cur.at(r, batch, i), g, climb, stage);
+        }
       } else {
         // Continuation with a full batch: the group runs its whole share of the batch first and
         // then resolves it, one task per lane, so that the arrivals (a load of the successor, then
@@ -277,7 +323,10 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
         // lane's release, as in execute_chain. On an H100 this took the depth-8 twig pass from
         // 2350 to 2010 us; in lockfree-tree the same change made it slower (2360 -> 2525 us, not
         // understood yet), so the earlier modes keep resolving after each task.
-        for (int i = group; i < todo; i += groups) invoke_task(ops, cur.at(r, batch, i), g);
+        for (int i = group; i < todo; i += groups) {
+          prefetch_next(ops, r, cur, batch, i, groups, todo, g);
+          invoke_task(ops, cur.at(r, batch, i), g);
+        }
         g.sync();
         for (int i = group + g.rank * groups; i < todo; i += groups * G) {
           const int succs = resolve_successors<device_scope>(r.graph, cur.at(r, batch, i), stage);

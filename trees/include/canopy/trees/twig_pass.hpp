@@ -30,6 +30,7 @@
 
 #if defined(__CUDACC__)
 #include "canopy/lane_group.cuh"
+#include "canopy/prefetch.cuh"
 #include "canopy/trees/group_multipole.cuh"
 #endif
 
@@ -136,6 +137,30 @@ struct twig_upward_ops {
         return;
       }
       group_store(g, payload + entry, r);
+    }
+  }
+
+  /// The scheduler's hints (canopy/prefetch.cuh). `structure`: the task's entry (one load) and,
+  /// from it, the lines of its leaves' point ranges or children, into this SM's L1. `data`: the
+  /// points of a twig or leaf (contiguous: a twig's leaves are consecutive nodes whose point
+  /// ranges tile the twig's, by the octree's invariants) or the children's payloads, into L2.
+  __device__ void prefetch(task_id t, prefetch_stage stage) const {
+    const int4 task = __ldg(reinterpret_cast<const int4*>(tasks + t));
+    const std::int32_t entry = task.x, first = task.y, children = task.z;
+    const bool points_task = children == 0 || entry < 0;
+    const std::int32_t a = children == 0 ? entry : first, z = children == 0 ? entry : first + children - 1;
+    if (stage == prefetch_stage::structure) {
+      if (points_task) {
+        prefetch_l1(point_begin + a, static_cast<std::uint32_t>(z - a + 1) * sizeof(std::int32_t));
+        prefetch_l1(point_count + z, sizeof(std::int32_t));
+      }
+      return;
+    }
+    if (points_task) {
+      const std::int32_t begin = __ldg(point_begin + a), end = __ldg(point_begin + z) + __ldg(point_count + z);
+      if (end > begin) prefetch_l2(points + begin, static_cast<std::uint32_t>(end - begin) * sizeof(point));
+    } else {
+      prefetch_l2(payload + first, static_cast<std::uint32_t>(children) * sizeof(multipole<T>));
     }
   }
 #endif

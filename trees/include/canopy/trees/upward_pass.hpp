@@ -14,6 +14,7 @@
 
 #if defined(__CUDACC__)
 #include "canopy/lane_group.cuh"
+#include "canopy/prefetch.cuh"
 #include "canopy/trees/group_multipole.cuh"
 #endif
 
@@ -63,6 +64,25 @@ struct upward_ops {
         r = group_merge<G, batch>(g, payload + __ldg(first_child + node), children, load_through_l2{});
       }
       group_store(g, payload + node, r);
+    }
+  }
+
+  /// The scheduler's hints (canopy/prefetch.cuh): `structure` brings the node's record lines into
+  /// L1, `data` a leaf's points or the children's payloads into L2.
+  __device__ void prefetch(task_id node, prefetch_stage stage) const {
+    if (stage == prefetch_stage::structure) {
+      prefetch_l1(child_count + node, sizeof(std::int32_t));
+      prefetch_l1(point_begin + node, sizeof(std::int32_t));
+      prefetch_l1(point_count + node, sizeof(std::int32_t));
+      prefetch_l1(first_child + node, sizeof(std::int32_t));
+      return;
+    }
+    const std::int32_t children = __ldg(child_count + node);
+    if (children == 0) {
+      const std::int32_t n = __ldg(point_count + node);
+      if (n > 0) prefetch_l2(points + __ldg(point_begin + node), static_cast<std::uint32_t>(n) * sizeof(point));
+    } else {
+      prefetch_l2(payload + __ldg(first_child + node), static_cast<std::uint32_t>(children) * sizeof(multipole<T>));
     }
   }
 #endif
