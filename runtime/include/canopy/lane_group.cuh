@@ -17,7 +17,7 @@
 //
 // An Ops may also declare `static constexpr int tasks_per_group = N;` (1..32, capped at G): how
 // many tasks of a batch each group runs one after the other (default 4). Heavy tasks that move
-// many bytes each want more (the octree's twig tasks use 8).
+// many bytes each want more (the octree's twig tasks use 16).
 //
 // An Ops may also declare `__device__ void prefetch(canopy::task_id, canopy::prefetch_stage) const`
 // (canopy/prefetch.cuh): hints, called by one lane, for tasks of a full batch that its group runs

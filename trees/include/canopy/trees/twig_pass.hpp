@@ -90,8 +90,10 @@ struct twig_upward_ops {
   static_assert(LeafLanes == 1 || LeafLanes == 2 || LeafLanes == 4, "LeafLanes: 1, 2 or 4");
   static constexpr int group_size = 8 * LeafLanes;
   /// A twig moves 8 leaves' points: 8 of them per group and batch instead of the scheduler's 4
-  /// made depth 8 5% faster and a 16M-point Plummer tree 3% on an H100 (bench/RESULTS.md).
-  static constexpr int tasks_per_group = 8;
+  /// made depth 8 5% faster and a 16M-point Plummer tree 3% on an H100; with the prefetch hints
+  /// below, 16 made depth 8 another 1.5% faster (1860-1879 -> 1832-1840 us) and the Plummer tree
+  /// 2.5% slower at 256 threads per block (bench/RESULTS.md).
+  static constexpr int tasks_per_group = 16;
 
   const twig_task* tasks;
   const point* points;

@@ -14,7 +14,6 @@
 
 #if defined(__CUDACC__)
 #include "canopy/lane_group.cuh"
-#include "canopy/prefetch.cuh"
 #include "canopy/trees/group_multipole.cuh"
 #endif
 
@@ -67,24 +66,6 @@ struct upward_ops {
     }
   }
 
-  /// The scheduler's hints (canopy/prefetch.cuh): `structure` brings the node's record lines into
-  /// L1, `data` a leaf's points or the children's payloads into L2.
-  __device__ void prefetch(task_id node, prefetch_stage stage) const {
-    if (stage == prefetch_stage::structure) {
-      prefetch_l1(child_count + node, sizeof(std::int32_t));
-      prefetch_l1(point_begin + node, sizeof(std::int32_t));
-      prefetch_l1(point_count + node, sizeof(std::int32_t));
-      prefetch_l1(first_child + node, sizeof(std::int32_t));
-      return;
-    }
-    const std::int32_t children = __ldg(child_count + node);
-    if (children == 0) {
-      const std::int32_t n = __ldg(point_count + node);
-      if (n > 0) prefetch_l2(points + __ldg(point_begin + node), static_cast<std::uint32_t>(n) * sizeof(point));
-    } else {
-      prefetch_l2(payload + __ldg(first_child + node), static_cast<std::uint32_t>(children) * sizeof(multipole<T>));
-    }
-  }
 #endif
 };
 static_assert(std::is_trivially_copyable_v<upward_ops<float>>);
