@@ -53,7 +53,8 @@ detail::scheduler_ref cpu_scheduler::make_ref() {
                                report_.get(),
                                /*budget_ns*/ 0,
                                /*idle_sleep_max_ns*/ 0,
-                               /*static_sources*/ 0};
+                               /*static_sources*/ 0,
+                               /*batch_max*/ 32};  // as worker_loop's batch
 }
 
 run_result cpu_scheduler::finish(std::chrono::steady_clock::duration) {

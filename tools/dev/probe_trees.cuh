@@ -1,6 +1,7 @@
 // Shared by the octree tuning probes in tools/dev (not part of the suite): the trees they sweep,
 // built one at a time (depth 8 holds 134M points): a complete octree of depth 5, one of depth 8
-// (left out when max_depth < 8), and a 16M-point Plummer sphere with leaves of up to 32 points;
+// (left out when max_depth < 8), a 16M-point Plummer sphere with leaves of up to 32 points, and a
+// complete octree of depth 7;
 // each with its double reference, its device copy, a float payload array and its pass bytes.
 #pragma once
 
@@ -15,7 +16,7 @@
 #include "canopy/trees/generators.hpp"
 #include "canopy/trees/reference.hpp"
 
-inline constexpr int probe_tree_count = 3;
+inline constexpr int probe_tree_count = 4;
 
 inline bool probe_tree_wanted(int which, int max_depth) { return which != 1 || max_depth >= 8; }
 
@@ -30,9 +31,10 @@ struct probe_case {
   int reps;                     // timed runs: fewer on the big trees
 
   explicit probe_case(int which)
-      : name(which == 0 ? "depth 5" : which == 1 ? "depth 8" : "plummer 16M leaf 32"),
+      : name(which == 0 ? "depth 5" : which == 1 ? "depth 8" : which == 2 ? "plummer 16M leaf 32" : "depth 7"),
         tree(which == 0   ? canopy::trees::build_complete_octree(5, 8, 1)
              : which == 1 ? canopy::trees::build_complete_octree(8, 8, 1)
+             : which == 3 ? canopy::trees::build_complete_octree(7, 8, 1)
                           : canopy::trees::build_octree(canopy::trees::generate_plummer(16u << 20, 1),
                                                         canopy::trees::build_options{32, 21})),
         ref(canopy::trees::reference_upward_pass(tree)),

@@ -272,7 +272,8 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) co
                                options_.idle_sleep_max.count() > 0  // <= 1 ms, checked by the constructor
                                    ? static_cast<std::uint32_t>(options_.idle_sleep_max.count())
                                    : detail::auto_idle_sleep_ns(grid),
-                               static_sources};
+                               static_sources,
+                               batch_max};
 }
 
 inline void gpu_scheduler::reset_state(int grid, bool full, cudaStream_t stream) {
@@ -349,7 +350,8 @@ run_result gpu_scheduler::run(const Ops& ops, cudaStream_t stream) {
   report_->task = no_task;
   report_->abort_requested = 0;
 
-  detail::scheduler_ref ref = make_ref(grid, detail::block_batch_max<Ops>(options_.threads_per_block));
+  detail::scheduler_ref ref = make_ref(
+      grid, detail::run_batch_max<Ops>(options_.threads_per_block, static_cast<std::int64_t>(graph_.sources().size()), grid));
   static_sources_ = ref.static_sources;
   Ops ops_copy = ops;
   void* args[] = {&ops_copy, &ref};

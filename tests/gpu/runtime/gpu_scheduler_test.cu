@@ -245,6 +245,25 @@ TEST_P(GpuSchedulerModes, PrefetchHintsNameOnlyTasksOfTheGroupsShare) {
   }
 }
 
+// Host arithmetic, no device needed: a run lowers the tasks per group when the sources would give
+// a block fewer than about four batches, never below min(4, Ops's), never above Ops's.
+struct sixteen_per_group_ops {
+  static constexpr int group_size = 16;
+  static constexpr int tasks_per_group = 16;
+};
+TEST(RunBatchMax, FewSourcesPerBlockMeanSmallerBatches) {
+  using canopy::detail::run_batch_max;
+  // 256 threads: 16 groups of 16 lanes; 528 blocks.
+  EXPECT_EQ(run_batch_max<sixteen_per_group_ops>(256, 2097152, 528), 16 * 16);  // 62 per group fit
+  EXPECT_EQ(run_batch_max<sixteen_per_group_ops>(256, 262144, 528), 16 * 7);    // 7.8
+  EXPECT_EQ(run_batch_max<sixteen_per_group_ops>(256, 4096, 528), 16 * 4);      // floor: 4
+  EXPECT_EQ(run_batch_max<sixteen_per_group_ops>(256, 0, 1), 16 * 4);
+  // Ops that keep the default (4 per group, at most G) are never changed.
+  EXPECT_EQ(run_batch_max<group_sum_ops<4>>(256, 1, 528), 64 * 4);
+  EXPECT_EQ(run_batch_max<group_sum_ops<4>>(256, 100000000, 528), 64 * 4);
+  EXPECT_EQ(run_batch_max<sum_ops>(128, 100000000, 1), 128 * 1);  // one lane per task: one each
+}
+
 INSTANTIATE_TEST_SUITE_P(AllModes, GpuSchedulerModes, ::testing::ValuesIn(canopy::all_modes), [](const auto& info) {
   std::string name(canopy::to_string(info.param));
   for (char& c : name)

@@ -129,6 +129,23 @@ CANOPY_HD constexpr int block_batch_max(int threads) {
   return threads / G * tasks_per_group_of<Ops, G>();
 }
 
+/// The same for one run over `sources` sources on `grid` blocks: a graph with few sources per
+/// block runs fewer tasks per group (down to min(4, Ops's)), so that every block still gets about
+/// four batches of sources. With fewer, a block that runs slower than others (four share an SM's
+/// bandwidth) cannot leave its work to them, and the run waits for it: on an H100, 16 twigs per
+/// group made depth 7 (two batches per block) 4-12% slower while depth 8 got 1.5% faster; sized
+/// this way, depth 7 went from 321 to 292 us and depth 8 kept its 16 (bench/RESULTS.md).
+template <class Ops>
+CANOPY_HD constexpr int run_batch_max(int threads, std::int64_t sources, int grid) {
+  constexpr int G = group_size_of<Ops>();
+  constexpr int most = tasks_per_group_of<Ops, G>();
+  constexpr int least = most < 4 ? most : 4;
+  const std::int64_t groups = threads / G;
+  const std::int64_t fits = sources / (static_cast<std::int64_t>(grid > 0 ? grid : 1) * groups * 4);
+  const int per_group = fits >= most ? most : fits <= least ? least : static_cast<int>(fits);
+  return static_cast<int>(groups) * per_group;
+}
+
 /// Ops may declare `__device__ void prefetch(task_id, canopy::prefetch_stage) const`
 /// (canopy/prefetch.cuh).
 template <class Ops>
@@ -249,7 +266,7 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
   const int worker = static_cast<int>(blockIdx.x);
   const int groups = static_cast<int>(blockDim.x) / G;
   const int group = tid / G;
-  const int batch_max = block_batch_max<Ops>(static_cast<int>(blockDim.x));  // as the host assumes (source_chunk)
+  const int batch_max = r.batch_max;  // run_batch_max, as the host computed it (and source_chunk from it)
 
   // The master's own state lives in shared memory, not registers: every thread would otherwise
   // keep it live across the task it runs, and the octree tasks' payloads need those registers
