@@ -15,6 +15,7 @@
 #include "canopy/trees/device_octree.cuh"
 #include "canopy/trees/generators.hpp"
 #include "canopy/trees/reference.hpp"
+#include "canopy/trees/twig_pass.hpp"
 
 inline constexpr int probe_tree_count = 4;
 
@@ -58,3 +59,30 @@ void for_each_probe_case(int argc, char** argv, F&& f) {
     f(c, copy);
   }
 }
+
+/// A complete octree of `depth` (8 points per leaf) with its double reference, device copy, float
+/// payloads and twig decomposition, the twig tasks uploaded (the timeline and profile probes).
+struct twig_setup {
+  canopy::trees::octree tree;
+  std::vector<canopy::trees::multipole<double>> ref;
+  canopy::trees::device_octree d;
+  canopy::trees::device_payloads<float> out;
+  canopy::trees::octree_ref t;  // device views
+  canopy::trees::twig_graph tg;
+  canopy::trees::twig_task* tasks = nullptr;  // tg.tasks on the device
+
+  explicit twig_setup(int depth)
+      : tree(canopy::trees::build_complete_octree(depth, 8, 1)),
+        ref(canopy::trees::reference_upward_pass(tree)),
+        d(tree),
+        out(tree.node_count()),
+        t(d.ref()),
+        tg(canopy::trees::make_twig_graph(tree)) {
+    cudaMalloc(&tasks, sizeof(canopy::trees::twig_task) * tg.tasks.size());
+    cudaMemcpy(tasks, tg.tasks.data(), sizeof(canopy::trees::twig_task) * tg.tasks.size(), cudaMemcpyHostToDevice);
+  }
+  twig_setup(const twig_setup&) = delete;
+  twig_setup& operator=(const twig_setup&) = delete;
+  ~twig_setup() { cudaFree(tasks); }
+  bool valid() const { return canopy::trees::compare_payloads<float>(tree, out.download(), ref).within_tolerance; }
+};

@@ -12,6 +12,7 @@
 #include "canopy/trees/reference.hpp"
 #include "canopy/trees/twig_pass.hpp"
 #include "probe_timing.cuh"
+#include "probe_trees.cuh"
 
 namespace ct = canopy::trees;
 
@@ -22,15 +23,8 @@ int main(int argc, char** argv) {
   const int runs = argc > 4 ? std::atoi(argv[4]) : 3;
   const auto mode = canopy::parse_mode(mode_name);
   if (!mode) { std::fprintf(stderr, "unknown mode %s\n", mode_name.c_str()); return 2; }
-  const ct::octree tree = ct::build_complete_octree(depth, 8, 1);
-  const auto ref = ct::reference_upward_pass(tree);
-  const ct::device_octree d(tree);
-  ct::device_payloads<float> out(tree.node_count());
-  const auto t = d.ref();
-  const ct::twig_graph tg = ct::make_twig_graph(tree);
-  ct::twig_task* tasks = nullptr;
-  cudaMalloc(&tasks, sizeof(ct::twig_task) * tg.tasks.size());
-  cudaMemcpy(tasks, tg.tasks.data(), sizeof(ct::twig_task) * tg.tasks.size(), cudaMemcpyHostToDevice);
+  twig_setup setup(depth);
+  const auto& [tree, ref, d, out, t, tg, tasks] = setup;
   canopy::scheduler_options o;
   o.threads_per_block = threads;
   o.mode = *mode;
@@ -38,10 +32,9 @@ int main(int argc, char** argv) {
   const ct::twig_upward_ops<float, 2> ops{tasks, t.points, t.first_child, t.child_count, t.point_begin, t.point_count,
                                           out.data()};
   const auto r = s.run(ops);
-  const bool ok = r.ok() && ct::compare_payloads<float>(tree, out.download(), ref).within_tolerance;
+  const bool ok = r.ok() && setup.valid();
   std::printf("depth %d %s T%d: %s\n", depth, mode_name.c_str(), threads, ok ? "ok" : "BAD");
   if (!ok) return 1;
   std::printf("median %.1f us\n", median_us([&] { s.run(ops); }, runs));
-  cudaFree(tasks);
   return 0;
 }

@@ -18,6 +18,7 @@
 #include "canopy/trees/twig_pass.hpp"
 #include "canopy/trees/upward_pass.hpp"
 #include "probe_timing.cuh"
+#include "probe_trees.cuh"
 
 namespace ct = canopy::trees;
 
@@ -57,20 +58,13 @@ void print_timeline(const char* what, const std::vector<int>& task_level, int le
 
 int main(int argc, char** argv) {
   const int depth = argc > 1 ? std::atoi(argv[1]) : 5;
-  const ct::octree tree = ct::build_complete_octree(depth, 8, 1);
-  const auto ref = ct::reference_upward_pass(tree);
-  ct::device_octree d(tree);
-  ct::device_payloads<float> out(tree.node_count());
-  const auto t = d.ref();
-  const ct::twig_graph tg = ct::make_twig_graph(tree);
-  ct::twig_task* tasks = nullptr;
-  cudaMalloc(&tasks, sizeof(ct::twig_task) * tg.tasks.size());
-  cudaMemcpy(tasks, tg.tasks.data(), sizeof(ct::twig_task) * tg.tasks.size(), cudaMemcpyHostToDevice);
+  twig_setup setup(depth);
+  const auto& [tree, ref, d, out, t, tg, tasks] = setup;
   const int n = std::max<int>(tree.node_count(), static_cast<int>(tg.tasks.size()));
   unsigned long long *db = nullptr, *de = nullptr;
   cudaMalloc(&db, sizeof(unsigned long long) * n);
   cudaMalloc(&de, sizeof(unsigned long long) * n);
-  auto check = [&] { return ct::compare_payloads<float>(tree, out.download(), ref).within_tolerance; };
+  auto check = [&] { return setup.valid(); };
 
   auto run = [&](const std::string& name, const canopy::task_graph& graph, std::vector<int> task_level, auto inner,
                  canopy::mode m, int blocks, int threads, int idle_ns) {
@@ -111,5 +105,5 @@ int main(int argc, char** argv) {
         run("twig", tg.graph, twig_level, twig_ops, canopy::mode::lockfree_tree, blocks, 256, idle);
       }
   }
-  cudaFree(db); cudaFree(de); cudaFree(tasks);
+  cudaFree(db); cudaFree(de);
 }
