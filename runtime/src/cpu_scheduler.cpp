@@ -54,7 +54,7 @@ detail::scheduler_ref cpu_scheduler::make_ref() {
                                /*budget_ns*/ 0,
                                /*idle_sleep_max_ns*/ 0,
                                /*static_sources*/ 0,
-                               /*batch_max*/ 32};  // as worker_loop's batch
+                               /*batch_max*/ 32};  // unused on the CPU (worker_loop's own batch is 32)
 }
 
 run_result cpu_scheduler::finish(std::chrono::steady_clock::duration) {

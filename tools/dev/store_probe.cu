@@ -30,6 +30,7 @@ struct twig_staged {
   static constexpr int tasks_per_group = TPG;
   ct::twig_upward_ops<float, 2> base;
   __host__ __device__ void operator()(canopy::task_id t) const { base(t); }
+  __device__ void prefetch(canopy::task_id t, canopy::prefetch_stage s) const { base.prefetch(t, s); }
   template <int G>
   __device__ void operator()(canopy::task_id t, const canopy::lane_group<G>& g) const {
     if constexpr (G != 16) {

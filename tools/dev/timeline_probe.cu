@@ -31,6 +31,10 @@ struct timed_ops {
   unsigned long long* begin;
   unsigned long long* end;
   __host__ __device__ void operator()(canopy::task_id t) const { inner(t); }
+  // Forward the prefetch hints when Inner has them, so that the timeline is of the real pass.
+  __device__ void prefetch(canopy::task_id t, canopy::prefetch_stage s) const
+    requires canopy::detail::has_prefetch<Inner>
+  { inner.prefetch(t, s); }
   template <int G>
   __device__ void operator()(canopy::task_id t, const canopy::lane_group<G>& g) const {
     if (g.rank == 0) begin[t] = canopy::detail::global_timer_ns();

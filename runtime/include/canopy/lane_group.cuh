@@ -16,14 +16,18 @@
 // earlier (ArborX #574, Axom #307).
 //
 // An Ops may also declare `static constexpr int tasks_per_group = N;` (1..32, capped at G): how
-// many tasks of a batch each group runs one after the other (default 4). Heavy tasks that move
-// many bytes each want more (the octree's twig tasks use 16).
+// many tasks of a batch each group runs at most, one after the other (default 4). Heavy tasks that
+// move many bytes each want more (the octree's twig tasks ask for 16); a run with few sources per
+// block runs fewer, down to min(4, N), so that every block gets several batches (run_batch_max).
 //
 // An Ops may also declare `__device__ void prefetch(canopy::task_id, canopy::prefetch_stage) const`
 // (canopy/prefetch.cuh): hints, called by one lane, for tasks of a full batch that its group runs
 // later (`structure`: the task's small records, into L1, for every task of the group's share when
 // it starts; `data`: the bulk bytes of the group's next task, into L2, while it runs the current
-// one). A prefetch must not write anything a task reads; results never depend on it.
+// one). A prefetch must not write anything a task reads; results never depend on it. It is called
+// by some lanes of a warp only, so it must not use group collectives (shuffles, g.sync()). It pays
+// only when groups run several tasks per batch; a `prefetch` with another signature, or not
+// const, is not seen (the scheduler tests for exactly this one) and is silently never called.
 //
 // The CPU backend and the `mutex` .. `private-queues` modes (only warp masters work) call the group
 // operator with G = 1, so one operator serves every mode; a scalar `operator()(task_id)` is still

@@ -27,7 +27,8 @@ namespace canopy {
 enum class prefetch_stage { structure, data };
 
 /// Starts bringing [p, p + bytes) into this SM's L1 (one `prefetch.global.L1` per 128-byte line
-/// touched, at most 4). A hint.
+/// touched, at most 4). A hint. L1 is not coherent between SMs: use it only for data that no task
+/// of the run writes (a graph's structure, read-only inputs), never for results of other tasks.
 __device__ __forceinline__ void prefetch_l1(const void* p, std::uint32_t bytes) {
   const auto a = static_cast<std::uintptr_t>(__cvta_generic_to_global(p));
   const std::uintptr_t last = (a + (bytes == 0 ? 1 : bytes) - 1) & ~std::uintptr_t{127};
@@ -39,7 +40,8 @@ __device__ __forceinline__ void prefetch_l1(const void* p, std::uint32_t bytes) 
 /// Starts bringing [p, p + bytes) into L2 and returns at once; a hint: nothing waits for it, and a
 /// line it fetched may be gone again before it is read. The range is widened to 16-byte bounds.
 /// sm_90 and later issue one bulk prefetch (TMA) for the whole range; older devices one
-/// `prefetch.global.L2` per 128-byte line, at most 32 lines. L2 is the device's point of coherence,
+/// `prefetch.global.L2` per 128-byte line, at most 32 lines (a path this project's builds, which
+/// target sm_90, do not compile). L2 is the device's point of coherence,
 /// so prefetching data that another SM writes during the run never makes a later read stale.
 __device__ __forceinline__ void prefetch_l2(const void* p, std::uint32_t bytes) {
   if (bytes == 0) return;

@@ -106,8 +106,9 @@ constexpr int group_size_of() {
   }
 }
 
-/// Tasks a lane group runs one after the other in a batch: Ops::tasks_per_group if declared (1 ..
-/// 32), else 4; at most G, so that a batch fits the blockDim.x entries of the batch array.
+/// The most tasks a lane group runs one after the other in a batch: Ops::tasks_per_group if
+/// declared (1 .. 32), else 4; at most G, so that a batch fits the blockDim.x entries of the batch
+/// array. A run with few sources per block runs fewer (run_batch_max).
 /// Bigger batches spread the master's fetch (L2 round trips while the block waits) over more work.
 template <class Ops>
 inline constexpr bool has_tasks_per_group = requires { Ops::tasks_per_group; };
@@ -122,14 +123,7 @@ constexpr int tasks_per_group_of() {
   return t < G ? t : G;
 }
 
-/// The most tasks a block's master fetches at once: groups x tasks per group.
-template <class Ops>
-CANOPY_HD constexpr int block_batch_max(int threads) {
-  constexpr int G = group_size_of<Ops>();
-  return threads / G * tasks_per_group_of<Ops, G>();
-}
-
-/// The same for one run over `sources` sources on `grid` blocks: a graph with few sources per
+/// The most tasks a block's master fetches at once in one run over `sources` sources on `grid` blocks: a graph with few sources per
 /// block runs fewer tasks per group (down to min(4, Ops's)), so that every block still gets about
 /// four batches of sources. With fewer, a block that runs slower than others (four share an SM's
 /// bandwidth) cannot leave its work to them, and the run waits for it: on an H100, 16 twigs per
@@ -153,7 +147,8 @@ inline constexpr bool has_prefetch = requires(const Ops& o, task_id t) { o.prefe
 
 /// How many tasks of its share ahead of the one it runs a group asks for the data of (0: no
 /// prefetch at all). On an H100 at depth 8: 1 took the continuation twig pass from 1950-1990 to
-/// 1856-1870 us; 2 made it 2150 us (the lines left L2 before their turn; bench/RESULTS.md).
+/// 1856-1879 us; 2 made it 2150 us (the lines left L2 before their turn; bench/RESULTS.md).
+/// It changes inline kernel templates: set it for the whole project, never per file.
 #ifndef CANOPY_PREFETCH_AHEAD
 #define CANOPY_PREFETCH_AHEAD 1
 #endif
@@ -253,8 +248,6 @@ template <class Ops, mode M>
 __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
   constexpr mode_traits T = traits_of(M);
   constexpr int G = group_size_of<Ops>();
-  // A group runs up to this many tasks of a batch, one after the other (tasks_per_group_of).
-  constexpr int tasks_per_group = tasks_per_group_of<Ops, G>();
   const lane_group<G> g = lane_group<G>::here();
   extern __shared__ task_id shared_tasks[];
   task_id* batch = shared_tasks;

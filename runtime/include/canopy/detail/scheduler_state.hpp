@@ -89,7 +89,8 @@ struct scheduler_ref {
   // Sources [0, static_sources) are dealt without atomics: worker w takes [w * source_chunk,
   // +source_chunk) on its first fetch (GPU block modes). The cursor counts the claims after them.
   std::uint32_t static_sources;
-  // GPU block modes: the most tasks a block's master fetches at once in this run (run_batch_max).
+  // GPU block modes: the most tasks a block's master fetches at once in this run (run_batch_max);
+  // unused by the CPU backend.
   std::int32_t batch_max;
 
   template <cuda::thread_scope S>

@@ -91,8 +91,9 @@ struct twig_upward_ops {
   static constexpr int group_size = 8 * LeafLanes;
   /// A twig moves 8 leaves' points: 8 of them per group and batch instead of the scheduler's 4
   /// made depth 8 5% faster and a 16M-point Plummer tree 3% on an H100; with the prefetch hints
-  /// below, 16 made depth 8 another 1.5% faster (1860-1879 -> 1832-1840 us) and the Plummer tree
-  /// 2.5% slower at 256 threads per block (bench/RESULTS.md).
+  /// below, 16 made depth 8 another 1.5% faster (1860-1879 -> 1832-1840 us). It is an upper
+  /// bound: capped at the group size (8 when LeafLanes is 1), and lowered by the run for trees
+  /// with few twigs per block (run_batch_max: depth 7 and the Plummer tree run 7; bench/RESULTS.md).
   static constexpr int tasks_per_group = 16;
 
   const twig_task* tasks;
@@ -142,7 +143,8 @@ struct twig_upward_ops {
     }
   }
 
-  /// The scheduler's hints (canopy/prefetch.cuh). `structure`: the task's entry (one load) and,
+  /// The scheduler's hints (canopy/prefetch.cuh); like operator(), for the tasks make_twig_graph
+  /// makes (a twig has children). `structure`: the task's entry (one load) and,
   /// from it, the lines of its leaves' point ranges or children, into this SM's L1. `data`: the
   /// points of a twig or leaf (contiguous: a twig's leaves are consecutive nodes whose point
   /// ranges tile the twig's, by the octree's invariants) or the children's payloads, into L2.

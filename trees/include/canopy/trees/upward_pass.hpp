@@ -65,7 +65,6 @@ struct upward_ops {
       group_store(g, payload + node, r);
     }
   }
-
 #endif
 };
 static_assert(std::is_trivially_copyable_v<upward_ops<float>>);
