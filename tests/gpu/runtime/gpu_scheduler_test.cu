@@ -223,14 +223,9 @@ TEST_P(GpuSchedulerModes, PrefetchHintsNameOnlyTasksOfTheGroupsShare) {
     structure.fill_zero();
     data.fill_zero();
     stray.fill_zero();
-    prefetch_counting_ops ops;
-    static_cast<group_sum_ops<4>&>(ops) = {pred_offsets.data(), preds.data(), value.data(), lanes.data()};
-    ops.structure = structure.data();
-    ops.data = data.data();
-    ops.hinted_by = hinted_by.data();
-    ops.run_by = run_by.data();
-    ops.stray = stray.data();
-    ops.task_count = g.task_count();
+    const prefetch_counting_ops ops{{pred_offsets.data(), preds.data(), value.data(), lanes.data()},
+                                    structure.data(), data.data(), hinted_by.data(), run_by.data(), stray.data(),
+                                    g.task_count()};
     const auto r = s.run(ops);
     const std::string what = std::string(canopy::to_string(m)) + " blocks=" + std::to_string(blocks);
     ASSERT_TRUE(r.ok()) << what << ": " << r.message;
