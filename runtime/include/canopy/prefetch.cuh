@@ -41,8 +41,8 @@ __device__ __forceinline__ void prefetch_l1(const void* p, std::uint32_t bytes) 
 /// line it fetched may be gone again before it is read. The range is widened to 16-byte bounds.
 /// sm_90 and later issue one bulk prefetch (TMA) for the whole range; older devices one
 /// `prefetch.global.L2` per 128-byte line, at most 32 lines (a path this project's builds, which
-/// target sm_90, do not compile). L2 is the device's point of coherence,
-/// so prefetching data that another SM writes during the run never makes a later read stale.
+/// target sm_90, do not compile). L2 is the device's point of coherence, so prefetching data that
+/// another SM writes during the run never makes a later read stale.
 __device__ __forceinline__ void prefetch_l2(const void* p, std::uint32_t bytes) {
   if (bytes == 0) return;
   const auto a = static_cast<std::uintptr_t>(__cvta_generic_to_global(p));

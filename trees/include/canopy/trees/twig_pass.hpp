@@ -144,8 +144,9 @@ struct twig_upward_ops {
   }
 
   /// The scheduler's hints (canopy/prefetch.cuh); like operator(), for the tasks make_twig_graph
-  /// makes (a twig has children). `structure`: the task's entry (one load) and,
-  /// from it, the lines of its leaves' point ranges or children, into this SM's L1. `data`: the
+  /// makes (a twig has children). `structure`: the task's entry (one load) and, from it, the lines
+  /// of a twig's or leaf's point ranges, into this SM's L1 (an internal node's entry already names
+  /// its children: nothing more). `data`: the
   /// points of a twig or leaf (contiguous: a twig's leaves are consecutive nodes whose point
   /// ranges tile the twig's, by the octree's invariants) or the children's payloads, into L2.
   __device__ void prefetch(task_id t, prefetch_stage stage) const {
