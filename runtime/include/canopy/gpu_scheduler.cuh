@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "canopy/detail/graph_launch.cuh"
 #include "canopy/detail/persistent_kernel.cuh"
 #include "canopy/scheduler_options.hpp"
 #include "canopy/status.hpp"
@@ -98,7 +99,8 @@ class gpu_scheduler {
   gpu_scheduler(gpu_scheduler&& o) noexcept { *this = std::move(o); }
   gpu_scheduler& operator=(gpu_scheduler&& o) noexcept;
 
-  /// One run: a cooperative launch of the persistent kernel, then a stream synchronisation.
+  /// One run: a cooperative launch of the persistent kernel (through a cached CUDA graph unless
+  /// options().graph_launch is false), then a stream synchronisation.
   template <class Ops>
   run_result run(const Ops& ops, cudaStream_t stream = nullptr);
 
@@ -109,6 +111,9 @@ class gpu_scheduler {
   const scheduler_options& options() const { return options_; }
   void set_mode(canopy::mode m) { options_.mode = m; }
   void set_push_policy(push_policy p) { options_.policy = p; }
+  void set_graph_launch(bool on) { options_.graph_launch = on; }
+  /// Launch graphs cached so far (see detail::graph_launcher).
+  std::size_t cached_launches() const { return launcher_.size(); }
   int sm_count() const { return sm_count_; }
   /// The grid of the last launch.
   int last_grid() const { return last_grid_; }
@@ -147,6 +152,7 @@ class gpu_scheduler {
   std::uint32_t static_sources_ = 0;  // of the last run: the failure report counts claimed sources
   bool need_full_reset_ = false;
   mutable std::vector<std::pair<const void*, int>> occupancy_cache_;
+  detail::graph_launcher launcher_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -226,6 +232,7 @@ inline gpu_scheduler& gpu_scheduler::operator=(gpu_scheduler&& o) noexcept {
   static_sources_ = o.static_sources_;
   need_full_reset_ = o.need_full_reset_;
   occupancy_cache_ = std::move(o.occupancy_cache_);
+  launcher_ = std::move(o.launcher_);
   return *this;
 }
 
@@ -353,11 +360,9 @@ run_result gpu_scheduler::run(const Ops& ops, cudaStream_t stream) {
   detail::scheduler_ref ref = make_ref(
       grid, detail::run_batch_max<Ops>(options_.threads_per_block, static_cast<std::int64_t>(graph_.sources().size()), grid));
   static_sources_ = ref.static_sources;
-  Ops ops_copy = ops;
-  void* args[] = {&ops_copy, &ref};
   const std::size_t smem = detail::kernel_shared_bytes(options_.threads_per_block, private_capacity_);
-  cudaError_t e = cudaLaunchCooperativeKernel(detail::kernel_for<Ops>(m), dim3(static_cast<unsigned>(grid)),
-                                              dim3(static_cast<unsigned>(options_.threads_per_block)), args, smem, stream);
+  cudaError_t e = launcher_.launch(detail::kernel_for<Ops>(m), grid, options_.threads_per_block, smem, parity_, ops, ref,
+                                   stream, options_.graph_launch);
   if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) {
     need_full_reset_ = true;

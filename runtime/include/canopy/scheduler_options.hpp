@@ -24,6 +24,10 @@ struct scheduler_options {
   /// 0 = automatic (4 ns per block of the grid, 2-64 us: the polling of a full grid must not starve
   /// the blocks that work; see detail::auto_idle_sleep_ns).
   std::chrono::nanoseconds idle_sleep_max{0};
+  /// GPU only: launch the persistent kernel through a cached one-node CUDA graph (a cooperative
+  /// kernel node) instead of cudaLaunchCooperativeKernel. Same kernel, same stream order; on an
+  /// H100 it took 2.8 us off every run's launch and wait (bench/RESULTS.md, sixth session).
+  bool graph_launch = true;
 };
 
 namespace detail {

@@ -27,6 +27,8 @@ struct task_graph_ref {
   const task_id* sources;             // tasks with no dependencies, in a locality-friendly order
   std::int32_t source_count;
   std::int32_t sink_count;            // tasks with no successors; the run ends when all have finished
+
+  friend bool operator==(const task_graph_ref&, const task_graph_ref&) = default;
 };
 static_assert(std::is_trivially_copyable_v<task_graph_ref>);
 

@@ -297,6 +297,38 @@ TEST_F(GpuTest, EveryPushPolicyIsExact) {
   }
 }
 
+// Runs are launched through cached graphs (one per kernel, grid and counter set): a cached launch
+// must follow every change of the caller's Ops (another output buffer: a stale launch would leave
+// the new buffer poisoned), of the mode (another kernel) and of the scheduler's state (the push
+// policy), on both counter sets; with graph launches off, nothing is cached and runs stay exact.
+TEST_F(GpuTest, GraphLaunchesFollowEveryChangeOfOpsModeAndPolicy) {
+  const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(3000, 6));
+  canopy::gpu_scheduler s(g, canopy::scheduler_options{});
+  oracle_run a(g), b(g);
+  int step = 0;
+  for (oracle_run* o : {&a, &b, &a, &a, &b, &b, &a}) {
+    const auto r = o->run(s);
+    ASSERT_TRUE(r.ok()) << "run " << step << ": " << r.message;
+    o->expect_exact("graph launch, run " + std::to_string(step++));
+  }
+  EXPECT_EQ(s.cached_launches(), 2u);  // one mode, one grid, two counter sets
+  s.set_mode(mode::lockfree);
+  for (oracle_run* o : {&b, &a}) {
+    ASSERT_TRUE(o->run(s).ok());
+    o->expect_exact("graph launch after a mode change");
+  }
+  EXPECT_EQ(s.cached_launches(), 4u);
+  s.set_push_policy(canopy::push_policy::least_loaded);
+  ASSERT_TRUE(a.run(s).ok());
+  a.expect_exact("graph launch after a policy change");
+  s.set_graph_launch(false);
+  for (oracle_run* o : {&b, &a, &b}) {
+    ASSERT_TRUE(o->run(s).ok());
+    o->expect_exact("direct launch");
+  }
+  EXPECT_EQ(s.cached_launches(), 4u);
+}
+
 TEST_F(GpuTest, TooManyBlocksIsRefusedBeforeLaunch) {
   const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(100, 1));
   canopy::scheduler_options opt;

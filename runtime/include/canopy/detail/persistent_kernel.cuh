@@ -200,7 +200,14 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
   // DAG with a long dependency chain would otherwise hold the block, and the tasks it staged, for
   // the whole chain. Trees are at most 22 levels deep and never reach it.
   constexpr int max_chain = 64;
+  const bool tree = r.graph.succ_offsets == nullptr;
   for (int hops = 1; t != no_task; ++hops) {
+    // A tree task's parent is loaded before the task runs, so that its L2 round trip overlaps the
+    // task instead of coming between the task and its arrival (a climbing chain waits for it on
+    // every level).
+    task_id parent = no_task;
+    if constexpr (T.atomic_tree)
+      if (g.rank == 0 && tree) parent = r.graph.parent[t];
     invoke_task(ops, t, g);
     if constexpr (!T.atomic_tree) return;
     // The barrier orders every lane's writes before lane 0's release in arrive(); after lane 0's
@@ -208,10 +215,12 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
     g.sync();
     task_id next = no_task;
     if (g.rank == 0) {
-      const int succs = resolve_successors<device_scope>(r.graph, t, [&](task_id s) {
+      auto on_ready = [&](task_id s) {
         if (T.continuation && climb && hops < max_chain && next == no_task) next = s;
         else stage(s);
-      });
+      };
+      const int succs = tree ? resolve_parent<device_scope>(r.graph, parent, on_ready)
+                             : resolve_successors<device_scope>(r.graph, t, on_ready);
       if (succs == 0) sink_finished<device_scope>(r);
     }
     t = g.from_first(next);

@@ -93,6 +93,9 @@ struct scheduler_ref {
   // unused by the CPU backend.
   std::int32_t batch_max;
 
+  // Host: the graph launcher updates a cached launch's parameters only when this changed.
+  friend bool operator==(const scheduler_ref&, const scheduler_ref&) = default;
+
   template <cuda::thread_scope S>
   CANOPY_HD ring_ref<S> global_ring() const { return ring_ref<S>{global_header, global_slots}; }
   template <cuda::thread_scope S>
