@@ -20,15 +20,13 @@ namespace ct = canopy::trees;
 int main(int argc, char** argv) {
   for_each_probe_case(argc, argv, [](probe_case& c, double copy) {
     auto& [name, tree, ref, d, out, t, bytes, reps] = c;
-    const ct::twig_graph tg = ct::make_twig_graph(tree);
-    ct::twig_task* tasks = nullptr;
-    cudaMalloc(&tasks, sizeof(ct::twig_task) * tg.tasks.size());
-    cudaMemcpy(tasks, tg.tasks.data(), sizeof(ct::twig_task) * tg.tasks.size(), cudaMemcpyHostToDevice);
+    const probe_twigs twigs(tree);
+    ct::twig_task* const tasks = twigs.uploaded.data;
     const int samples = tree.node_count() < 100000 ? 200 : reps;
     for (int threads : {128, 256}) {
       canopy::scheduler_options o;
       o.threads_per_block = threads;
-      canopy::gpu_scheduler s(tg.graph, o);
+      canopy::gpu_scheduler s(twigs.tg.graph, o);
       ct::with_twig_lanes(ct::upward_lanes(tree), [&](auto L) {
         const ct::twig_upward_ops<float, L()> ops{tasks, t.points, t.first_child, t.child_count, t.point_begin,
                                                   t.point_count, out.data()};
@@ -45,6 +43,5 @@ int main(int argc, char** argv) {
         return 0;
       });
     }
-    cudaFree(tasks);
   });
 }

@@ -60,6 +60,25 @@ void for_each_probe_case(int argc, char** argv, F&& f) {
   }
 }
 
+/// A twig decomposition's tasks uploaded to the device (freed with this).
+struct device_twig_tasks {
+  canopy::trees::twig_task* data = nullptr;
+  explicit device_twig_tasks(const std::vector<canopy::trees::twig_task>& tasks) {
+    cudaMalloc(&data, sizeof(canopy::trees::twig_task) * tasks.size());
+    cudaMemcpy(data, tasks.data(), sizeof(canopy::trees::twig_task) * tasks.size(), cudaMemcpyHostToDevice);
+  }
+  device_twig_tasks(const device_twig_tasks&) = delete;
+  device_twig_tasks& operator=(const device_twig_tasks&) = delete;
+  ~device_twig_tasks() { cudaFree(data); }
+};
+
+/// A tree's twig decomposition, its tasks on the device.
+struct probe_twigs {
+  canopy::trees::twig_graph tg;
+  device_twig_tasks uploaded;
+  explicit probe_twigs(const canopy::trees::octree& tree) : tg(canopy::trees::make_twig_graph(tree)), uploaded(tg.tasks) {}
+};
+
 /// A complete octree of `depth` (8 points per leaf) with its double reference, device copy, float
 /// payloads and twig decomposition, the twig tasks uploaded (the timeline and profile probes).
 struct twig_setup {
@@ -69,7 +88,8 @@ struct twig_setup {
   canopy::trees::device_payloads<float> out;
   canopy::trees::octree_ref t;  // device views
   canopy::trees::twig_graph tg;
-  canopy::trees::twig_task* tasks = nullptr;  // tg.tasks on the device
+  device_twig_tasks uploaded;
+  canopy::trees::twig_task* tasks;  // tg.tasks on the device
 
   explicit twig_setup(int depth)
       : tree(canopy::trees::build_complete_octree(depth, 8, 1)),
@@ -77,12 +97,8 @@ struct twig_setup {
         d(tree),
         out(tree.node_count()),
         t(d.ref()),
-        tg(canopy::trees::make_twig_graph(tree)) {
-    cudaMalloc(&tasks, sizeof(canopy::trees::twig_task) * tg.tasks.size());
-    cudaMemcpy(tasks, tg.tasks.data(), sizeof(canopy::trees::twig_task) * tg.tasks.size(), cudaMemcpyHostToDevice);
-  }
-  twig_setup(const twig_setup&) = delete;
-  twig_setup& operator=(const twig_setup&) = delete;
-  ~twig_setup() { cudaFree(tasks); }
+        tg(canopy::trees::make_twig_graph(tree)),
+        uploaded(tg.tasks),
+        tasks(uploaded.data) {}
   bool valid() const { return canopy::trees::compare_payloads<float>(tree, out.download(), ref).within_tolerance; }
 };

@@ -68,9 +68,8 @@ int main(int argc, char** argv) {
   for_each_probe_case(argc, argv, [](probe_case& c, double copy) {
     auto& [name, tree, ref, d, out, t, bytes, reps] = c;
     const ct::twig_graph tg = ct::make_twig_graph(tree);
-    ct::twig_task* tasks = nullptr;
-    cudaMalloc(&tasks, sizeof(ct::twig_task) * tg.tasks.size());
-    cudaMemcpy(tasks, tg.tasks.data(), sizeof(ct::twig_task) * tg.tasks.size(), cudaMemcpyHostToDevice);
+    const device_twig_tasks uploaded(tg.tasks);
+    ct::twig_task* const tasks = uploaded.data;
     const ct::twig_upward_ops<float, 2> base{tasks, t.points, t.first_child, t.child_count, t.point_begin, t.point_count,
                                              out.data()};
     auto go = [&](const char* what, auto ops, canopy::mode m) {
@@ -89,6 +88,5 @@ int main(int argc, char** argv) {
       go("twig staged tpg 8", twig_staged<8>{base}, m);
       go("twig staged tpg 16", twig_staged<16>{base}, m);
     }
-    cudaFree(tasks);
   });
 }

@@ -60,9 +60,8 @@ int main(int argc, char** argv) {
     }
     {
       const ct::twig_graph tg = ct::make_twig_graph(tree);
-      ct::twig_task* tasks = nullptr;
-      cudaMalloc(&tasks, sizeof(ct::twig_task) * tg.tasks.size());
-      cudaMemcpy(tasks, tg.tasks.data(), sizeof(ct::twig_task) * tg.tasks.size(), cudaMemcpyHostToDevice);
+      const device_twig_tasks uploaded(tg.tasks);
+      ct::twig_task* const tasks = uploaded.data;
       std::printf("%-20s twig graph: %d tasks (%d twigs) for %d nodes\n", name.c_str(), tg.graph.task_count(), tg.twig_count,
                   tree.node_count());
       for (int threads : {128, 256, 512}) {
@@ -102,7 +101,6 @@ int main(int argc, char** argv) {
             });
           }
       }
-      cudaFree(tasks);
     }
   });
 }

@@ -161,8 +161,8 @@ __device__ __forceinline__ void prefetch_share(const Ops& ops, const scheduler_r
                                                const task_id* batch, int todo, int group, int groups,
                                                const lane_group<G>& g) {
   if constexpr (has_prefetch<Ops> && CANOPY_PREFETCH_AHEAD > 0) {
-    const int i = group + g.rank * groups;
-    if (g.rank < tasks_per_group_of<Ops, G>() && i < todo) {
+    const int i = group + g.rank * groups;  // i < todo <= batch_max <= groups * tasks per group
+    if (i < todo) {
       const task_id t = cur.at(r, batch, i);
       ops.prefetch(t, prefetch_stage::structure);
       if (g.rank < CANOPY_PREFETCH_AHEAD) ops.prefetch(t, prefetch_stage::data);
