@@ -70,6 +70,7 @@ struct device_twig_tasks {
   device_twig_tasks(const device_twig_tasks&) = delete;
   device_twig_tasks& operator=(const device_twig_tasks&) = delete;
   ~device_twig_tasks() { cudaFree(data); }
+  operator canopy::trees::twig_task*() const { return data; }
 };
 
 /// A tree's twig decomposition, its tasks on the device.
@@ -88,8 +89,7 @@ struct twig_setup {
   canopy::trees::device_payloads<float> out;
   canopy::trees::octree_ref t;  // device views
   canopy::trees::twig_graph tg;
-  device_twig_tasks uploaded;
-  canopy::trees::twig_task* tasks;  // tg.tasks on the device
+  device_twig_tasks tasks;  // tg.tasks on the device
 
   explicit twig_setup(int depth)
       : tree(canopy::trees::build_complete_octree(depth, 8, 1)),
@@ -98,7 +98,6 @@ struct twig_setup {
         out(tree.node_count()),
         t(d.ref()),
         tg(canopy::trees::make_twig_graph(tree)),
-        uploaded(tg.tasks),
-        tasks(uploaded.data) {}
+        tasks(tg.tasks) {}
   bool valid() const { return canopy::trees::compare_payloads<float>(tree, out.download(), ref).within_tolerance; }
 };
