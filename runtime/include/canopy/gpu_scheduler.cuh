@@ -112,8 +112,9 @@ class gpu_scheduler {
   void set_mode(canopy::mode m) { options_.mode = m; }
   void set_push_policy(push_policy p) { options_.policy = p; }
   void set_graph_launch(bool on) { options_.graph_launch = on; }
-  /// Launch graphs cached so far (see detail::graph_launcher).
+  /// Launch graphs cached so far, and updates of their parameters (see detail::graph_launcher).
   std::size_t cached_launches() const { return launcher_.size(); }
+  std::size_t launch_updates() const { return launcher_.updates(); }
   int sm_count() const { return sm_count_; }
   /// The grid of the last launch.
   int last_grid() const { return last_grid_; }

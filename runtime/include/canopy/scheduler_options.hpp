@@ -25,8 +25,10 @@ struct scheduler_options {
   /// the blocks that work; see detail::auto_idle_sleep_ns).
   std::chrono::nanoseconds idle_sleep_max{0};
   /// GPU only: launch the persistent kernel through a cached one-node CUDA graph (a cooperative
-  /// kernel node) instead of cudaLaunchCooperativeKernel. Same kernel, same stream order; on an
-  /// H100 it took 2.8 us off every run's launch and wait (bench/RESULTS.md, sixth session).
+  /// kernel node) instead of cudaLaunchCooperativeKernel. Same kernel, same stream order. On an
+  /// H100 it took 2.8 us off a run's launch and wait when the graph's parameters were unchanged
+  /// (same Ops bytes, options, grid), 1.2 us when they had to be updated; the first run of each
+  /// mode and grid builds the graphs (bench/RESULTS.md, sixth session; detail/graph_launch.cuh).
   bool graph_launch = true;
 };
 

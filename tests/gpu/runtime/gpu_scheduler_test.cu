@@ -297,36 +297,42 @@ TEST_F(GpuTest, EveryPushPolicyIsExact) {
   }
 }
 
-// Runs are launched through cached graphs (one per kernel, grid and counter set): a cached launch
-// must follow every change of the caller's Ops (another output buffer: a stale launch would leave
-// the new buffer poisoned), of the mode (another kernel) and of the scheduler's state (the push
-// policy), on both counter sets; with graph launches off, nothing is cached and runs stay exact.
+// Runs are launched through cached graphs (one per kernel, grid and counter set; runs alternate
+// between two sets). A cached launch must follow every change of the caller's Ops (another output
+// buffer: a stale launch would leave the new buffer poisoned), of the mode (another kernel) and of
+// the scheduler's state (the push policy: counted, since it does not change results), on both
+// counter sets, and must not be updated when nothing changed; with graph launches off nothing is
+// cached and runs stay exact.
 TEST_F(GpuTest, GraphLaunchesFollowEveryChangeOfOpsModeAndPolicy) {
   const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(3000, 6));
   canopy::gpu_scheduler s(g, canopy::scheduler_options{});
   oracle_run a(g), b(g);
-  int step = 0;
-  for (oracle_run* o : {&a, &b, &a, &a, &b, &b, &a}) {
-    const auto r = o->run(s);
-    ASSERT_TRUE(r.ok()) << "run " << step << ": " << r.message;
-    o->expect_exact("graph launch, run " + std::to_string(step++));
-  }
+  auto runs = [&](std::initializer_list<oracle_run*> seq, const std::string& what) {
+    int step = 0;
+    for (oracle_run* o : seq) {
+      const auto r = o->run(s);
+      ASSERT_TRUE(r.ok()) << what << ", run " << step << ": " << r.message;
+      o->expect_exact(what + ", run " + std::to_string(step++));
+    }
+  };
+  runs({&a, &a, &a, &a}, "same Ops");
   EXPECT_EQ(s.cached_launches(), 2u);  // one mode, one grid, two counter sets
-  s.set_mode(mode::lockfree);
-  for (oracle_run* o : {&b, &a}) {
-    ASSERT_TRUE(o->run(s).ok());
-    o->expect_exact("graph launch after a mode change");
-  }
-  EXPECT_EQ(s.cached_launches(), 4u);
+  EXPECT_EQ(s.launch_updates(), 0u);   // nothing changed: no update
+  // Sets 0, 1, 0, 1, 0, 1: a run updates its set's graph when that graph last ran the other Ops.
+  runs({&b, &b, &a, &b, &a, &a}, "Ops alternating");
+  EXPECT_EQ(s.cached_launches(), 2u);
+  EXPECT_EQ(s.launch_updates(), 4u);
   s.set_push_policy(canopy::push_policy::least_loaded);
-  ASSERT_TRUE(a.run(s).ok());
-  a.expect_exact("graph launch after a policy change");
+  runs({&a, &a, &a}, "policy changed, same Ops");
+  EXPECT_EQ(s.launch_updates(), 6u);   // each counter set once, then unchanged
+  s.set_mode(mode::lockfree);
+  runs({&b, &a}, "mode changed");
+  EXPECT_EQ(s.cached_launches(), 4u);  // new graphs are built, not updated
+  EXPECT_EQ(s.launch_updates(), 6u);
   s.set_graph_launch(false);
-  for (oracle_run* o : {&b, &a, &b}) {
-    ASSERT_TRUE(o->run(s).ok());
-    o->expect_exact("direct launch");
-  }
+  runs({&b, &a, &b}, "direct launch");
   EXPECT_EQ(s.cached_launches(), 4u);
+  EXPECT_EQ(s.launch_updates(), 6u);
 }
 
 TEST_F(GpuTest, TooManyBlocksIsRefusedBeforeLaunch) {

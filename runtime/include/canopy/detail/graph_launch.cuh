@@ -9,8 +9,14 @@
 // between two counter sets, so each set has its own graph), and its parameters are updated only
 // when the caller's Ops or the scheduler's state changed since that graph's last launch.
 //
-// A device or driver that refuses cooperative kernel nodes falls back, once and for good, to
-// cudaLaunchCooperativeKernel. Host-only; not thread-safe (like the scheduler that owns it).
+// The first launch of each cached configuration pays for building and instantiating its graph.
+// Ops are compared byte for byte: an Ops type with padding bytes (which may differ between two
+// otherwise equal temporaries) can cost an update on every run, never a wrong launch.
+//
+// A driver that refuses cooperative kernel nodes (not supported, or the attribute does not read
+// back as set) makes the launcher fall back to cudaLaunchCooperativeKernel for good; any other
+// failure to build a graph (out of memory, say) falls back for that launch only. Host-only; not
+// thread-safe (like the scheduler that owns it).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,7 +36,8 @@ class graph_launcher {
   ~graph_launcher() { clear(); }
   graph_launcher(const graph_launcher&) = delete;
   graph_launcher& operator=(const graph_launcher&) = delete;
-  graph_launcher(graph_launcher&& o) noexcept : entries_(std::move(o.entries_)), unavailable_(o.unavailable_) {
+  graph_launcher(graph_launcher&& o) noexcept
+      : entries_(std::move(o.entries_)), updates_(o.updates_), unavailable_(o.unavailable_) {
     o.entries_.clear();
   }
   graph_launcher& operator=(graph_launcher&& o) noexcept {
@@ -38,6 +45,7 @@ class graph_launcher {
       clear();
       entries_ = std::move(o.entries_);
       o.entries_.clear();
+      updates_ = o.updates_;
       unavailable_ = o.unavailable_;
     }
     return *this;
@@ -66,26 +74,38 @@ class graph_launcher {
       if (!(e.ref == ref) || e.ops.size() != sizeof(Ops) || std::memcmp(e.ops.data(), &ops, sizeof(Ops)) != 0) {
         const cudaError_t u = cudaGraphExecKernelNodeSetParams(e.exec, e.node, &p);
         if (u != cudaSuccess) return u;
+        ++updates_;
         e.ref = ref;
         e.ops.assign(reinterpret_cast<const unsigned char*>(&ops), reinterpret_cast<const unsigned char*>(&ops) + sizeof(Ops));
       }
       return cudaGraphLaunch(e.exec, stream);
     }
+    // Room first, so that no allocation can fail once the graph's handles exist (they would leak).
+    entries_.reserve(max_entries);
     entry n{kernel, grid, threads, smem, slot, {}, ref};
     n.ops.assign(reinterpret_cast<const unsigned char*>(&ops), reinterpret_cast<const unsigned char*>(&ops) + sizeof(Ops));
+    bool refused = false;  // the driver does not do cooperative kernel nodes
     cudaError_t e = cudaGraphCreate(&n.graph, 0);
     if (e == cudaSuccess) e = cudaGraphAddKernelNode(&n.node, n.graph, nullptr, 0, &p);
     cudaLaunchAttributeValue cooperative{};
     cooperative.cooperative = 1;
-    if (e == cudaSuccess) e = cudaGraphKernelNodeSetAttribute(n.node, cudaLaunchAttributeCooperative, &cooperative);
-    if (e == cudaSuccess) e = cudaGraphInstantiate(&n.exec, n.graph, 0);
-    if (e != cudaSuccess) {
+    if (e == cudaSuccess) {
+      e = cudaGraphKernelNodeSetAttribute(n.node, cudaLaunchAttributeCooperative, &cooperative);
+      cudaLaunchAttributeValue read_back{};
+      if (e == cudaSuccess) e = cudaGraphKernelNodeGetAttribute(n.node, cudaLaunchAttributeCooperative, &read_back);
+      refused = e == cudaErrorNotSupported || e == cudaErrorInvalidValue || (e == cudaSuccess && read_back.cooperative == 0);
+    }
+    if (e == cudaSuccess && !refused) {
+      e = cudaGraphInstantiate(&n.exec, n.graph, 0);
+      refused = e == cudaErrorNotSupported;
+    }
+    if (e != cudaSuccess || refused) {
       destroy(n);
-      (void)cudaGetLastError();  // the refusal is not sticky: clear it and launch directly
-      unavailable_ = true;
+      (void)cudaGetLastError();  // a failure to build a graph is not sticky: clear it, launch directly
+      if (refused) unavailable_ = true;
       return cudaLaunchCooperativeKernel(kernel, g, b, args, smem, stream);
     }
-    if (entries_.size() == max_entries) {  // a scheduler alternating between many configurations
+    if (entries_.size() == max_entries) {  // a scheduler cycling through many configurations: FIFO
       destroy(entries_.front());
       entries_.erase(entries_.begin());
     }
@@ -93,14 +113,15 @@ class graph_launcher {
     return cudaGraphLaunch(entries_.back().exec, stream);
   }
 
-  /// Destroys every cached graph (a failed run starts the next one from scratch).
+  /// Destroys every cached graph (the destructor and move assignment).
   void clear() noexcept {
     for (entry& e : entries_) destroy(e);
     entries_.clear();
   }
 
-  /// Cached graphs (for tests).
+  /// Cached graphs, and parameter updates of cached graphs so far (for tests).
   std::size_t size() const { return entries_.size(); }
+  std::size_t updates() const { return updates_; }
 
  private:
   struct entry {
@@ -123,6 +144,7 @@ class graph_launcher {
   // Two slots for each of the eight modes of one Ops, or a few Ops types and grids.
   static constexpr std::size_t max_entries = 16;
   std::vector<entry> entries_;
+  std::size_t updates_ = 0;
   bool unavailable_ = false;
 };
 
