@@ -46,7 +46,7 @@ detail::scheduler_ref cpu_scheduler::make_ref() {
                                shared_capacity_,
                                workers_,
                                private_capacity_,
-                               /*source_chunk*/ 32,
+                               /*source_chunk*/ detail::cpu_batch_max,
                                options_.policy,
                                counters_.get(),
                                /*next_counters*/ nullptr,
@@ -54,7 +54,7 @@ detail::scheduler_ref cpu_scheduler::make_ref() {
                                /*budget_ns*/ 0,
                                /*idle_sleep_max_ns*/ 0,
                                /*static_sources*/ 0,
-                               /*batch_max*/ 32};  // unused on the CPU (worker_loop's own batch is 32)
+                               /*batch_max*/ detail::cpu_batch_max};  // worker_loop uses the constant itself
 }
 
 run_result cpu_scheduler::finish(std::chrono::steady_clock::duration) {

@@ -68,10 +68,15 @@ class cpu_scheduler {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace detail {
+/// The most tasks a CPU worker fetches at once, and the sources it claims per fetch.
+inline constexpr int cpu_batch_max = 32;
+}  // namespace detail
+
 template <mode M, class Ops>
 void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_clock::time_point deadline) {
   constexpr mode_traits T = traits_of(M);
-  constexpr int batch_max = 32;
+  constexpr int batch_max = detail::cpu_batch_max;
   const detail::scheduler_ref r = make_ref();
   std::vector<task_id> private_slots(static_cast<std::size_t>(private_capacity_));
   local_ring priv{private_slots.data(), private_capacity_, 0, 0};

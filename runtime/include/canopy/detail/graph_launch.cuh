@@ -61,7 +61,12 @@ class graph_launcher {
     scheduler_ref ref_copy = ref;
     void* args[] = {&ops_copy, &ref_copy};
     const dim3 g(static_cast<unsigned>(grid)), b(static_cast<unsigned>(threads));
-    if (!use_graph || unavailable_) return cudaLaunchCooperativeKernel(kernel, g, b, args, smem, stream);
+    auto direct = [&] { return cudaLaunchCooperativeKernel(kernel, g, b, args, smem, stream); };
+    auto remember_ops = [&](std::vector<unsigned char>& v) {  // same size after the first: no allocation
+      const auto* o = reinterpret_cast<const unsigned char*>(&ops);
+      v.assign(o, o + sizeof(Ops));
+    };
+    if (!use_graph || unavailable_) return direct();
     cudaKernelNodeParams p{};
     p.func = const_cast<void*>(kernel);
     p.gridDim = g;
@@ -76,14 +81,14 @@ class graph_launcher {
         if (u != cudaSuccess) return u;
         ++updates_;
         e.ref = ref;
-        e.ops.assign(reinterpret_cast<const unsigned char*>(&ops), reinterpret_cast<const unsigned char*>(&ops) + sizeof(Ops));
+        remember_ops(e.ops);
       }
       return cudaGraphLaunch(e.exec, stream);
     }
     // Room first, so that no allocation can fail once the graph's handles exist (they would leak).
     entries_.reserve(max_entries);
     entry n{kernel, grid, threads, smem, slot, {}, ref};
-    n.ops.assign(reinterpret_cast<const unsigned char*>(&ops), reinterpret_cast<const unsigned char*>(&ops) + sizeof(Ops));
+    remember_ops(n.ops);
     bool refused = false;  // the driver does not do cooperative kernel nodes
     cudaError_t e = cudaGraphCreate(&n.graph, 0);
     if (e == cudaSuccess) e = cudaGraphAddKernelNode(&n.node, n.graph, nullptr, 0, &p);
@@ -103,7 +108,7 @@ class graph_launcher {
       destroy(n);
       (void)cudaGetLastError();  // a failure to build a graph is not sticky: clear it, launch directly
       if (refused) unavailable_ = true;
-      return cudaLaunchCooperativeKernel(kernel, g, b, args, smem, stream);
+      return direct();
     }
     if (entries_.size() == max_entries) {  // a scheduler cycling through many configurations: FIFO
       destroy(entries_.front());

@@ -125,10 +125,11 @@ constexpr int tasks_per_group_of() {
 
 /// The most tasks a block's master fetches at once in one run over `sources` sources on `grid`
 /// blocks: groups x tasks per group, where a graph with few sources per block runs fewer tasks per
-/// group (down to min(4, Ops's)), so that every block still gets about four batches of sources. With fewer, a block that runs slower than others (four share an SM's
-/// bandwidth) cannot leave its work to them, and the run waits for it: on an H100, 16 twigs per
-/// group made depth 7 (two batches per block) 4-12% slower while depth 8 got 1.5% faster; sized
-/// this way, depth 7 went from 321 to 292 us and depth 8 kept its 16 (bench/RESULTS.md).
+/// group (down to min(4, Ops's)), so that every block still gets about four batches of sources.
+/// With fewer, a block that runs slower than others (four share an SM's bandwidth) cannot leave
+/// its work to them, and the run waits for it: on an H100, 16 twigs per group made depth 7 (two
+/// batches per block) 4-12% slower while depth 8 got 1.5% faster; sized this way, depth 7 went
+/// from 321 to 292 us and depth 8 kept its 16 (bench/RESULTS.md).
 template <class Ops>
 CANOPY_HD constexpr int run_batch_max(int threads, std::int64_t sources, int grid) {
   constexpr int G = group_size_of<Ops>();

@@ -146,9 +146,9 @@ struct twig_upward_ops {
   /// The scheduler's hints (canopy/prefetch.cuh); like operator(), for the tasks make_twig_graph
   /// makes (a twig has children). `structure`: the task's entry (one load) and, from it, the lines
   /// of a twig's or leaf's point ranges, into this SM's L1 (an internal node's entry already names
-  /// its children: nothing more). `data`: the
-  /// points of a twig or leaf (contiguous: a twig's leaves are consecutive nodes whose point
-  /// ranges tile the twig's, by the octree's invariants) or the children's payloads, into L2.
+  /// its children: nothing more). `data`: the points of a twig or leaf (contiguous: a twig's
+  /// leaves are consecutive nodes whose point ranges tile the twig's, by the octree's invariants)
+  /// or the children's payloads, into L2.
   __device__ void prefetch(task_id t, prefetch_stage stage) const {
     const int4 task = __ldg(reinterpret_cast<const int4*>(tasks + t));
     const std::int32_t entry = task.x, first = task.y, children = task.z;
