@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "canopy/cuda/device.hpp"
+#include "canopy/cuda/device_buffer.hpp"
 #include "canopy/detail/graph_launch.cuh"
 #include "canopy/detail/persistent_kernel.cuh"
 #include "canopy/scheduler_options.hpp"
@@ -83,12 +85,6 @@ constexpr std::uint32_t auto_idle_sleep_ns(int grid) {
 }
 
 }  // namespace detail
-
-/// True when a CUDA device is present and usable.
-inline bool gpu_available() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 class gpu_scheduler {
  public:
