@@ -8,9 +8,10 @@ include(CMakePackageConfigHelpers)
 
 set(CANOPY_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/canopy)
 
-install(TARGETS canopy_runtime canopy_cuda EXPORT canopy-runtime-targets
+install(TARGETS canopy_runtime canopy_cuda canopy_atomics EXPORT canopy-runtime-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT canopy_development)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/canopy DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT canopy_development)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/canopy ${PROJECT_SOURCE_DIR}/runtime/atomics/include/canopy
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT canopy_development)
 install(EXPORT canopy-runtime-targets NAMESPACE canopy:: DESTINATION ${CANOPY_INSTALL_CMAKEDIR} COMPONENT canopy_development)
 
 install(TARGETS canopy_trees EXPORT canopy-trees-targets

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <canopy/mode.hpp>
+#include <canopy/push_policy.hpp>
 #include <canopy/scheduler_options.hpp>
 #include <canopy/status.hpp>
 #include <canopy/trees/multipole.hpp>

@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <canopy/mode.hpp>
+#include <canopy/push_policy.hpp>
 #include <canopy/trees/errors.hpp>
 #include <canopy/trees/generators.hpp>
 #include <fmt/format.h>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <canopy/mode.hpp>
+#include <canopy/push_policy.hpp>
 #include <canopy/trees/generators.hpp>
 
 #include <cstddef>

@@ -26,17 +26,17 @@ backend_result run_with(const canopy::trees::octree& tree, const canopy::task_gr
   // of the reported time, which is then one warm launch plus synchronisation.
   throw_if_failed(sched.run(ops), "gpu");
   cudaEvent_t start, stop;
-  canopy::detail::cuda_check(cudaEventCreate(&start), "cudaEventCreate");
-  canopy::detail::cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
+  canopy::cuda_check(cudaEventCreate(&start), "cudaEventCreate");
+  canopy::cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
   std::vector<double> samples;
   canopy::run_result r;
   for (int i = 0; i < options.reps && r.ok(); ++i) {
-    canopy::detail::cuda_check(cudaEventRecord(start), "cudaEventRecord");
+    canopy::cuda_check(cudaEventRecord(start), "cudaEventRecord");
     r = sched.run(ops);
-    canopy::detail::cuda_check(cudaEventRecord(stop), "cudaEventRecord");
-    canopy::detail::cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    canopy::cuda_check(cudaEventRecord(stop), "cudaEventRecord");
+    canopy::cuda_check(cudaEventSynchronize(stop), "cudaEventSynchronize");
     float ms = 0;
-    canopy::detail::cuda_check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    canopy::cuda_check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
     samples.push_back(ms * 1000.0);
   }
   cudaEventDestroy(start);
@@ -44,14 +44,14 @@ backend_result run_with(const canopy::trees::octree& tree, const canopy::task_gr
   throw_if_failed(r, "gpu");
   // The payloads checked come from one more run into a poisoned buffer (all bits set: NaN
   // payloads, count 2^32-1), so a run that skipped nodes cannot pass on an earlier run's results.
-  canopy::detail::cuda_check(cudaMemset(payloads.data(), 0xff, sizeof(ct::multipole<float>) * static_cast<std::size_t>(tree.node_count())),
+  canopy::cuda_check(cudaMemset(payloads.data(), 0xff, sizeof(ct::multipole<float>) * static_cast<std::size_t>(tree.node_count())),
                              "cudaMemset");
   throw_if_failed(sched.run(ops), "gpu");
   backend_result out;
   out.payloads = payloads.download();
   out.backend = "gpu";
   cudaDeviceProp prop{};
-  canopy::detail::cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  canopy::cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   out.device = std::string(prop.name) + ", " + std::to_string(sched.last_grid()) + " blocks x " +
                std::to_string(opts.threads_per_block) + " threads, " + tasks + " tasks of " +
                std::to_string(Ops::group_size) + " lanes, mode " + std::string(canopy::to_string(opts.mode));

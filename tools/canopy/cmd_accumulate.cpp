@@ -12,6 +12,7 @@
 
 #include "backends.hpp"
 #include "canopy/mode.hpp"
+#include "canopy/push_policy.hpp"
 #include "canopy/trees/reference.hpp"
 #include "commands.hpp"
 #include "common.hpp"

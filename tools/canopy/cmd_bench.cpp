@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "canopy/mode.hpp"
+#include "canopy/push_policy.hpp"
 #include "canopy/scheduler_options.hpp"
 #include "canopy/trees/generators.hpp"
 #include "commands.hpp"

@@ -18,6 +18,7 @@
 #include "backends_detail.hpp"
 #include "canopy/cpu_scheduler.hpp"
 #include "canopy/mode.hpp"
+#include "canopy/push_policy.hpp"
 #include "canopy/trees/dag_accumulate.hpp"
 #include "canopy/trees/dag_io.hpp"
 #include "canopy/trees/errors.hpp"

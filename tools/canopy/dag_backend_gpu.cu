@@ -2,7 +2,8 @@
 // persistent kernel once warm, then once timed from zeroed values, and download the values.
 #include <cuda_runtime.h>
 
-#include <memory>
+#include <algorithm>
+#include <span>
 #include <string>
 
 #include "backends_detail.hpp"
@@ -14,38 +15,29 @@ namespace canopy::tool {
 
 namespace {
 
-struct cuda_free {
-  void operator()(void* p) const noexcept { cudaFree(p); }
-};
 template <class T>
-using device_array = std::unique_ptr<T, cuda_free>;
-
-template <class T>
-device_array<T> upload(std::span<const T> host) {
-  device_array<T> d(canopy::detail::device_alloc<T>(host.size()));
-  if (!host.empty())
-    canopy::detail::cuda_check(cudaMemcpy(d.get(), host.data(), host.size_bytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
-  return d;
+canopy::device_buffer<T> upload(std::span<const T> host) {
+  return canopy::device_buffer<T>(host);
 }
 
 }  // namespace
 
 dag_run run_dag_gpu(const canopy::task_graph& graph, std::span<const std::int64_t> weights,
                     const canopy::scheduler_options& options) {
-  using canopy::detail::cuda_check;
+  using canopy::cuda_check;
   const std::size_t n = static_cast<std::size_t>(graph.task_count());
   canopy::gpu_scheduler sched(graph, options);
   const auto pred_offsets = upload(std::span<const std::int32_t>(graph.pred_offsets()));
   const auto preds = upload(std::span<const canopy::task_id>(graph.predecessors()));
   const auto weights_d = upload(weights);
-  device_array<std::uint64_t> values(canopy::detail::device_alloc<std::uint64_t>(n));
-  const canopy::trees::dag_accumulate_ops ops{pred_offsets.get(), preds.get(), weights_d.get(), values.get()};
+  canopy::device_buffer<std::uint64_t> values(std::max<std::size_t>(n, 1));
+  const canopy::trees::dag_accumulate_ops ops{pred_offsets.data(), preds.data(), weights_d.data(), values.data()};
 
   // An untimed run first (module load, occupancy query, first touch). The timed run starts from
   // zeroed values: a task that ran before a predecessor would otherwise read the warm run's
   // correct value and the check could not see it.
   throw_if_failed(sched.run(ops), "gpu");
-  cuda_check(cudaMemset(values.get(), 0, std::max<std::size_t>(n, 1) * sizeof(std::uint64_t)), "cudaMemset");
+  cuda_check(cudaMemset(values.data(), 0, std::max<std::size_t>(n, 1) * sizeof(std::uint64_t)), "cudaMemset");
   cudaEvent_t start, stop;
   cuda_check(cudaEventCreate(&start), "cudaEventCreate");
   cuda_check(cudaEventCreate(&stop), "cudaEventCreate");
@@ -62,7 +54,7 @@ dag_run run_dag_gpu(const canopy::task_graph& graph, std::span<const std::int64_
   dag_run out;
   out.values.resize(n);
   if (n > 0)
-    cuda_check(cudaMemcpy(out.values.data(), values.get(), n * sizeof(std::uint64_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    cuda_check(cudaMemcpy(out.values.data(), values.data(), n * sizeof(std::uint64_t), cudaMemcpyDeviceToHost), "cudaMemcpy");
   cudaDeviceProp prop{};
   cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   out.backend = "gpu";

@@ -13,6 +13,11 @@
 #include <thread>
 #include <vector>
 
+#include "canopy/detail/backoff.hpp"
+#include "canopy/detail/check_options.hpp"
+#include "canopy/detail/dependency.hpp"
+#include "canopy/detail/fetch_push.hpp"
+#include "canopy/detail/locked_queues.hpp"
 #include "canopy/detail/scheduler_state.hpp"
 #include "canopy/scheduler_options.hpp"
 #include "canopy/status.hpp"
@@ -44,7 +49,7 @@ class cpu_scheduler {
   static constexpr cuda::thread_scope scope = cuda::thread_scope_device;  // host threads of one process
 
   void reset_state();                  // empty queues, initial counters (before every run)
-  run_result finish(std::chrono::steady_clock::duration elapsed);
+  run_result finish();
   detail::scheduler_ref make_ref();
 
   template <mode M, class Ops>
@@ -55,12 +60,12 @@ class cpu_scheduler {
   task_graph graph_;
   scheduler_options options_;
   int workers_ = 1;
-  std::int32_t global_capacity_ = 1, shared_capacity_ = 1, private_capacity_ = 1;
+  detail::queue_capacities capacity_;
   std::vector<std::int32_t> pending_;
-  std::unique_ptr<ring_header> global_header_;
+  std::unique_ptr<detail::ring_header> global_header_;
   std::vector<std::uint64_t> global_slots_;
   std::vector<task_id> locked_slots_;
-  std::vector<ring_header> shared_headers_;
+  std::vector<detail::ring_header> shared_headers_;
   std::vector<std::uint64_t> shared_slots_;
   std::unique_ptr<detail::run_counters> counters_;
   std::unique_ptr<detail::run_report> report_;
@@ -78,9 +83,10 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
   constexpr mode_traits T = traits_of(M);
   constexpr int batch_max = detail::cpu_batch_max;
   const detail::scheduler_ref r = make_ref();
-  std::vector<task_id> private_slots(static_cast<std::size_t>(private_capacity_));
-  local_ring priv{private_slots.data(), private_capacity_, 0, 0};
+  std::vector<task_id> private_slots(static_cast<std::size_t>(capacity_.priv));
+  detail::local_ring priv{private_slots.data(), capacity_.priv, 0, 0};
   task_id batch[batch_max];
+  bool sources_done = false;
   std::vector<task_id> staged;
   std::uint32_t tick = 0;
 
@@ -98,9 +104,10 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
       detail::fail<scope>(r, status::aborted, no_task);
       break;
     }
-    int n;
-    if constexpr (T.linked_list_queue) n = detail::list_pop<scope>(r, batch[0]) ? 1 : 0;
-    else n = detail::fetch_batch<scope, M>(r, worker, &priv, batch, batch_max);
+    detail::batch_view b{0, 0, 0};
+    if constexpr (T.linked_list_queue) b.queued = detail::list_pop<scope>(r, batch[0]) ? 1 : 0;
+    else b = detail::fetch_batch<scope, M>(r, worker, &priv, batch, batch_max, false, sources_done);
+    const int n = b.size();
     if (n == 0) {
       if (std::chrono::steady_clock::now() > deadline) {
         detail::fail<scope>(r, status::timeout, no_task);
@@ -111,7 +118,7 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
     }
     staged.clear();
     for (int i = 0; i < n; ++i) {
-      task_id t = batch[i];
+      task_id t = b.at(r, batch, i);
       while (t != no_task) {
         ops(t);
         task_id next = no_task;
@@ -119,7 +126,7 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
           if (T.continuation && next == no_task) next = s;
           else staged.push_back(s);
         };
-        const int succs = T.atomic_tree ? resolve_successors<scope>(r.graph, t, on_ready)
+        const int succs = T.atomic_tree ? detail::resolve_successors<scope>(r.graph, t, on_ready)
                                         : detail::resolve_locked<scope>(r, t, on_ready);
         if (succs == 0) detail::sink_finished<scope>(r);
         t = next;
@@ -156,20 +163,8 @@ void cpu_scheduler::run_mode(const Ops& ops) {
 template <class Ops>
 run_result cpu_scheduler::run(const Ops& ops) {
   reset_state();
-  const auto start = std::chrono::steady_clock::now();
-  if (graph_.task_count() > 0) {
-    switch (options_.mode) {
-      case mode::mutex: run_mode<mode::mutex>(ops); break;
-      case mode::fixed_queue: run_mode<mode::fixed_queue>(ops); break;
-      case mode::private_queues: run_mode<mode::private_queues>(ops); break;
-      case mode::all_threads: run_mode<mode::all_threads>(ops); break;
-      case mode::lockfree_tree: run_mode<mode::lockfree_tree>(ops); break;
-      case mode::shared_queues: run_mode<mode::shared_queues>(ops); break;
-      case mode::lockfree: run_mode<mode::lockfree>(ops); break;
-      case mode::continuation: run_mode<mode::continuation>(ops); break;
-    }
-  }
-  return finish(std::chrono::steady_clock::now() - start);
+  if (graph_.task_count() > 0) with_mode(options_.mode, [&](auto m) { run_mode<decltype(m)::value>(ops); });
+  return finish();
 }
 
 }  // namespace canopy

@@ -1,96 +1,133 @@
-// The scheduler modes: the seed's optimisation ladder, each step cumulative, plus steps past it.
+// The scheduler modes, as one table: the seed's optimisation ladder (each step adds one technique
+// to the one before) and the steps past it. A mode is a name and an explicit set of traits; the
+// kernel and the CPU workers compile in what the traits select, so a mode need not be the next
+// rung of the ladder.
+//
+// Adding a mode: an enumerator and a row of mode_table (this file); a trait nobody has yet also
+// needs the code that honours it (detail/block_loop.cuh or detail/warp_master_loop.cuh, and
+// cpu_scheduler.hpp's worker loop).
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <optional>
 #include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "canopy/status.hpp"
 
 namespace canopy {
 
 enum class mode : int {
-  mutex,           ///< linked-list global queue (node allocated per push), a queue mutex and a tree mutex, warp masters work
-  fixed_queue,     ///< + fixed-capacity global queue, no allocation in the kernel
-  private_queues,  ///< + a private queue per block in shared memory, global fallback
-  all_threads,     ///< + one thread per block fetches and resolves for all threads of the block
-  lockfree_tree,   ///< + atomic dependency counters instead of the tree mutex
-  shared_queues,   ///< + a shared queue per block in global memory, popped by its owner without a lock
-  lockfree,        ///< + lock-free global queue and the load-balancing push policy
-  continuation,    ///< + the last child to finish runs its parent at once (no queue round trip); full batches resolve their arrivals together
+  mutex,
+  fixed_queue,
+  private_queues,
+  all_threads,
+  lockfree_tree,
+  shared_queues,
+  lockfree,
+  continuation,
 };
 
-inline constexpr std::array<mode, 8> all_modes = {
-    mode::mutex,         mode::fixed_queue,   mode::private_queues, mode::all_threads,
-    mode::lockfree_tree, mode::shared_queues, mode::lockfree,       mode::continuation};
-
-/// Compile-time features of a mode; the kernel and the CPU workers branch on these.
+/// What a mode compiles in.
 struct mode_traits {
-  bool linked_list_queue;  // mutex mode: allocate a list node per push
-  bool private_queues;
-  bool block_fetch;        // block master fetches a batch for all threads (else warp masters work)
-  bool atomic_tree;        // fetch_sub on dependency counters (else a tree mutex)
-  bool shared_queues;
-  bool lockfree_global;    // lock-free global ring (else a mutex around it)
-  bool balanced_push;      // push policy picks another block's shared queue
-  bool continuation;
+  bool linked_list_queue = false;  ///< global queue is a linked list, a node allocated per push (else a fixed ring)
+  bool private_queues = false;     ///< a private queue per block in shared memory, before the global queue
+  bool block_fetch = false;        ///< the block master fetches a batch for every thread (else warp masters work alone)
+  bool atomic_tree = false;        ///< fetch_sub on dependency counters (else one tree mutex)
+  bool shared_queues = false;      ///< a queue per block in global memory, popped by its owner without a lock
+  bool lockfree_global = false;    ///< lock-free global ring (else a mutex around it)
+  bool balanced_push = false;      ///< the push policy picks another block's shared queue (else the own one)
+  bool continuation = false;       ///< the last child to finish runs its parent at once; full batches resolve together
 };
 
-constexpr mode_traits traits_of(mode m) {
-  const int step = static_cast<int>(m);
-  return mode_traits{
-      /*linked_list_queue*/ step == 0,
-      /*private_queues*/ step >= 2,
-      /*block_fetch*/ step >= 3,
-      /*atomic_tree*/ step >= 4,
-      /*shared_queues*/ step >= 5,
-      /*lockfree_global*/ step >= 6,
-      /*balanced_push*/ step >= 6,
-      /*continuation*/ step >= 7,
-  };
-}
+struct mode_info {
+  canopy::mode mode;
+  std::string_view name;     ///< as the tool, the benchmark and the README spell it
+  mode_traits traits;
+  std::string_view summary;  ///< one line for --help and docs
+};
 
-constexpr std::string_view to_string(mode m) {
-  switch (m) {
-    case mode::mutex: return "mutex";
-    case mode::fixed_queue: return "fixed-queue";
-    case mode::private_queues: return "private-queues";
-    case mode::all_threads: return "all-threads";
-    case mode::lockfree_tree: return "lockfree-tree";
-    case mode::shared_queues: return "shared-queues";
-    case mode::lockfree: return "lockfree";
-    case mode::continuation: return "continuation";
-  }
-  return "unknown";
+// clang-format off
+inline constexpr mode_info mode_table[] = {
+  {mode::mutex, "mutex",
+   {.linked_list_queue = true},
+   "the seed's first design: linked-list global queue, a queue mutex and a tree mutex, warp masters work"},
+  {mode::fixed_queue, "fixed-queue",
+   {},
+   "+ fixed-capacity global ring, no allocation in the kernel"},
+  {mode::private_queues, "private-queues",
+   {.private_queues = true},
+   "+ a private queue per block in shared memory, global fallback"},
+  {mode::all_threads, "all-threads",
+   {.private_queues = true, .block_fetch = true},
+   "+ one thread per block fetches and resolves for all threads of the block"},
+  {mode::lockfree_tree, "lockfree-tree",
+   {.private_queues = true, .block_fetch = true, .atomic_tree = true},
+   "+ atomic dependency counters instead of the tree mutex"},
+  {mode::shared_queues, "shared-queues",
+   {.private_queues = true, .block_fetch = true, .atomic_tree = true, .shared_queues = true},
+   "+ a shared queue per block in global memory, popped by its owner without a lock"},
+  {mode::lockfree, "lockfree",
+   {.private_queues = true, .block_fetch = true, .atomic_tree = true, .shared_queues = true,
+    .lockfree_global = true, .balanced_push = true},
+   "+ lock-free global queue and the load-balancing push policy"},
+  {mode::continuation, "continuation",
+   {.private_queues = true, .block_fetch = true, .atomic_tree = true, .shared_queues = true,
+    .lockfree_global = true, .balanced_push = true, .continuation = true},
+   "+ the last child to finish runs its parent at once (no queue round trip); full batches resolve together"},
+};
+// clang-format on
+
+inline constexpr std::size_t mode_count = std::size(mode_table);
+
+/// Every mode, in the table's order (the ladder's).
+inline constexpr std::array<mode, mode_count> all_modes = [] {
+  std::array<mode, mode_count> a{};
+  for (std::size_t i = 0; i < mode_count; ++i) a[i] = mode_table[i].mode;
+  return a;
+}();
+
+namespace detail {
+constexpr bool mode_table_is_indexed() {
+  for (std::size_t i = 0; i < mode_count; ++i)
+    if (static_cast<std::size_t>(mode_table[i].mode) != i) return false;
+  return true;
 }
+}  // namespace detail
+static_assert(detail::mode_table_is_indexed(), "mode_table lists every mode once, in enumerator order");
+
+/// The table's row of `m`. `m` must be one of all_modes.
+constexpr const mode_info& info(mode m) { return mode_table[static_cast<std::size_t>(m)]; }
+constexpr mode_traits traits_of(mode m) { return info(m).traits; }
+constexpr std::string_view to_string(mode m) { return info(m).name; }
+
+constexpr bool is_valid(mode m) { return static_cast<std::size_t>(m) < mode_count; }
 
 constexpr std::optional<mode> parse_mode(std::string_view name) {
-  for (mode m : all_modes)
-    if (to_string(m) == name) return m;
+  for (const mode_info& i : mode_table)
+    if (i.name == name) return i.mode;
   return std::nullopt;
 }
 
-/// How a block picks the shared queue that receives a task it made ready (modes >= lockfree).
-enum class push_policy : int {
-  round_robin,   ///< cycle through every block's shared queue
-  least_loaded,  ///< sample a few queues' occupancy, take the emptiest
-  locality,      ///< keep the task on the block that finished its last child (same subtree, warm cache)
-};
-
-inline constexpr std::array<push_policy, 3> all_push_policies = {
-    push_policy::round_robin, push_policy::least_loaded, push_policy::locality};
-
-constexpr std::string_view to_string(push_policy p) {
-  switch (p) {
-    case push_policy::round_robin: return "round-robin";
-    case push_policy::least_loaded: return "least-loaded";
-    case push_policy::locality: return "locality";
-  }
-  return "unknown";
-}
-
-constexpr std::optional<push_policy> parse_push_policy(std::string_view name) {
-  for (push_policy p : all_push_policies)
-    if (to_string(p) == name) return p;
-  return std::nullopt;
+/// Calls f(std::integral_constant<mode, M>{}) with M = m, so that code templated on the mode (the
+/// persistent kernel, the CPU worker loop) is instantiated for every row of the table and picked
+/// at run time. f returns the same type (a value, or void) for every mode. Throws
+/// canopy::error(status::invalid_argument) for a value outside the table.
+template <class F>
+auto with_mode(mode m, F&& f) {
+  if (!is_valid(m)) throw error(status::invalid_argument, "unknown scheduler mode " + std::to_string(static_cast<int>(m)));
+  using result = decltype(f(std::integral_constant<mode, mode_table[0].mode>{}));
+  return [&]<std::size_t... I>(std::index_sequence<I...>) -> result {
+    if constexpr (std::is_void_v<result>) {
+      ((m == mode_table[I].mode ? (f(std::integral_constant<mode, mode_table[I].mode>{}), true) : false) || ...);
+    } else {
+      std::optional<result> r;
+      ((m == mode_table[I].mode ? (r.emplace(f(std::integral_constant<mode, mode_table[I].mode>{})), true) : false) || ...);
+      return std::move(*r);
+    }
+  }(std::make_index_sequence<mode_count>{});
 }
 
 }  // namespace canopy

@@ -1,51 +1,60 @@
-// The load-balancing push function: which block's shared queue receives a task that a block made
-// ready. A policy is a pure function of (policy, this worker, a per-worker counter, attempt), plus
-// racy occupancy samples for least_loaded; a failed push (queue full) retries with attempt + 1.
+// The load-balancing push policies: how a block picks the shared queue that receives a task it
+// made ready (modes with mode_traits::balanced_push). One table, as for the modes.
+//
+// Adding a policy: an enumerator and a row of push_policy_table (this file), and its case in
+// detail::pick_shared_queue (detail/pick_queue.hpp).
 #pragma once
 
-#include <cstdint>
-
-#include "canopy/config.hpp"
-#include "canopy/mode.hpp"
-#include "canopy/queue.hpp"
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string_view>
 
 namespace canopy {
 
-/// Cheap integer hash for sampling queues (splitmix-style finaliser).
-CANOPY_HD inline std::uint32_t mix32(std::uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352dU;
-  x ^= x >> 15;
-  x *= 0x846ca68bU;
-  x ^= x >> 16;
-  return x;
-}
+enum class push_policy : int {
+  round_robin,
+  least_loaded,
+  locality,
+};
 
-/// Picks the shared queue for the next push. `worker_count` >= 1. `tick` is the calling worker's
-/// own counter, advanced by the caller on every pick (round-robin position, sampling seed).
-template <class SharedQueueAt>
-CANOPY_HD int pick_shared_queue(push_policy policy, int worker, int worker_count, std::uint32_t tick, int attempt,
-                                SharedQueueAt&& queue_at) {
-  const auto w = static_cast<std::uint32_t>(worker_count);
-  switch (policy) {
-    case push_policy::round_robin:
-      // Start just after ourselves so a pushing block spreads work to others first.
-      return static_cast<int>((static_cast<std::uint32_t>(worker) + 1 + tick + static_cast<std::uint32_t>(attempt)) % w);
-    case push_policy::least_loaded: {
-      // Power of two choices, plus our own queue: sampling everybody would cost W loads per push.
-      const auto seed = mix32(static_cast<std::uint32_t>(worker) * 0x9e3779b9U + tick * 0x85ebca6bU + static_cast<std::uint32_t>(attempt));
-      const int a = static_cast<int>(seed % w), b = static_cast<int>(mix32(seed) % w);
-      int best = attempt == 0 ? worker : a;
-      for (int q : {a, b})
-        if (queue_at(q).size_hint() < queue_at(best).size_hint()) best = q;
-      return best;
-    }
-    case push_policy::locality:
-      // The block that finished the last child keeps the parent: the children's payloads are in
-      // its SM's L1/L2 slice, and a subtree stays on one block. Neighbours only when full.
-      return static_cast<int>((static_cast<std::uint32_t>(worker) + static_cast<std::uint32_t>(attempt)) % w);
-  }
-  return worker;
+struct push_policy_info {
+  canopy::push_policy policy;
+  std::string_view name;
+  std::string_view summary;
+};
+
+inline constexpr push_policy_info push_policy_table[] = {
+    {push_policy::round_robin, "round-robin", "cycle through every block's shared queue"},
+    {push_policy::least_loaded, "least-loaded", "sample a few queues' occupancy, take the emptiest"},
+    {push_policy::locality, "locality", "keep the task on the block that finished its last child (same subtree, warm cache)"},
+};
+
+inline constexpr std::size_t push_policy_count = std::size(push_policy_table);
+
+inline constexpr std::array<push_policy, push_policy_count> all_push_policies = [] {
+  std::array<push_policy, push_policy_count> a{};
+  for (std::size_t i = 0; i < push_policy_count; ++i) a[i] = push_policy_table[i].policy;
+  return a;
+}();
+
+namespace detail {
+constexpr bool push_policy_table_is_indexed() {
+  for (std::size_t i = 0; i < push_policy_count; ++i)
+    if (static_cast<std::size_t>(push_policy_table[i].policy) != i) return false;
+  return true;
+}
+}  // namespace detail
+static_assert(detail::push_policy_table_is_indexed(), "push_policy_table lists every policy once, in enumerator order");
+
+constexpr bool is_valid(push_policy p) { return static_cast<std::size_t>(p) < push_policy_count; }
+constexpr const push_policy_info& info(push_policy p) { return push_policy_table[static_cast<std::size_t>(p)]; }
+constexpr std::string_view to_string(push_policy p) { return info(p).name; }
+
+constexpr std::optional<push_policy> parse_push_policy(std::string_view name) {
+  for (const push_policy_info& i : push_policy_table)
+    if (i.name == name) return i.policy;
+  return std::nullopt;
 }
 
 }  // namespace canopy

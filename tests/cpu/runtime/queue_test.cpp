@@ -8,17 +8,17 @@
 #include <tuple>
 #include <vector>
 
-#include "canopy/queue.hpp"
+#include "canopy/detail/queue.hpp"
 
 namespace {
 
-using ring = canopy::ring_ref<cuda::thread_scope_device>;
+using ring = canopy::detail::ring_ref<cuda::thread_scope_device>;
 
 struct owned_ring {
   explicit owned_ring(std::int32_t capacity)
-      : header(canopy::ring_header::empty(capacity)), slots(static_cast<std::size_t>(capacity), 0) {}
+      : header(canopy::detail::ring_header::empty(capacity)), slots(static_cast<std::size_t>(capacity), 0) {}
   ring ref() { return ring{&header, slots.data()}; }
-  canopy::ring_header header;
+  canopy::detail::ring_header header;
   std::vector<std::uint64_t> slots;
 };
 
@@ -102,7 +102,7 @@ INSTANTIATE_TEST_SUITE_P(ThreadsByCapacity, RingQueueConcurrent,
 
 TEST(LocalRing, WrapsAndReportsFullEmpty) {
   canopy::task_id storage[3];
-  canopy::local_ring q{storage, 3, 0, 0};
+  canopy::detail::local_ring q{storage, 3, 0, 0};
   const canopy::task_id in[5] = {1, 2, 3, 4, 5};
   EXPECT_EQ(q.try_push(in, 5), 3);
   canopy::task_id out[5];

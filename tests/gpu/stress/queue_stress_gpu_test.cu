@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "canopy/queue.hpp"
+#include "canopy/detail/queue.hpp"
 #include "stress_common.cuh"
 
 namespace {
 
 using canopy::task_id;
-using ring = canopy::ring_ref<cuda::thread_scope_device>;
+using ring = canopy::detail::ring_ref<cuda::thread_scope_device>;
 using canopy::testing::global_ns;
 constexpr int batch = 8;
 constexpr std::uint64_t deadline_ns = 120ull * 1000 * 1000 * 1000;  // a kernel still going after 2 min is hung
@@ -72,7 +72,7 @@ __global__ void global_ring_kernel(ring q, std::uint64_t per_thread, std::uint64
 }
 
 // Block b pops only rings[b]; its threads push their ids into the other blocks' rings, rotating.
-__global__ void shared_rings_kernel(canopy::ring_header* headers, std::uint64_t* slots, int capacity, std::uint64_t per_thread,
+__global__ void shared_rings_kernel(canopy::detail::ring_header* headers, std::uint64_t* slots, int capacity, std::uint64_t per_thread,
                                     std::uint64_t total, unsigned int* seen, progress* p) {
   const int blocks = static_cast<int>(gridDim.x);
   const std::uint64_t g = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x;
@@ -108,7 +108,7 @@ __global__ void local_ring_kernel(int capacity, std::uint64_t per_block, std::ui
   const std::uint64_t begin = blockIdx.x * per_block;
   const std::uint64_t end = begin + per_block < total ? begin + per_block : total;
   if (begin >= end) return;
-  canopy::local_ring q{local_slots, capacity, 0, 0};
+  canopy::detail::local_ring q{local_slots, capacity, 0, 0};
   std::uint64_t next_push = begin, next_pop = begin;
   std::uint32_t lcg = 12345u + blockIdx.x;
   task_id buf[batch + 3];
@@ -187,7 +187,7 @@ class QueueStress : public canopy::test::gpu_test {
     ASSERT_GT(grid, 0);
     const std::uint64_t workers = static_cast<std::uint64_t>(grid) * threads;
     const std::uint64_t per_thread = (total + workers - 1) / workers;
-    canopy::test::device_buffer<canopy::ring_header> header(std::vector<canopy::ring_header>{canopy::ring_header::empty(capacity)});
+    canopy::test::device_buffer<canopy::detail::ring_header> header(std::vector<canopy::detail::ring_header>{canopy::detail::ring_header::empty(capacity)});
     canopy::test::device_buffer<std::uint64_t> slots(static_cast<std::size_t>(capacity));
     slots.fill_zero();
     canopy::test::device_buffer<unsigned int> seen(total);
@@ -205,8 +205,8 @@ class QueueStress : public canopy::test::gpu_test {
     ASSERT_GT(grid, 1);
     const std::uint64_t workers = static_cast<std::uint64_t>(grid) * threads;
     const std::uint64_t per_thread = (total + workers - 1) / workers;
-    canopy::test::device_buffer<canopy::ring_header> headers(
-        std::vector<canopy::ring_header>(static_cast<std::size_t>(grid), canopy::ring_header::empty(capacity)));
+    canopy::test::device_buffer<canopy::detail::ring_header> headers(
+        std::vector<canopy::detail::ring_header>(static_cast<std::size_t>(grid), canopy::detail::ring_header::empty(capacity)));
     canopy::test::device_buffer<std::uint64_t> slots(static_cast<std::size_t>(grid) * capacity);
     slots.fill_zero();
     canopy::test::device_buffer<unsigned int> seen(total);

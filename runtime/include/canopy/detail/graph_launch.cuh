@@ -1,13 +1,12 @@
 // Launching the persistent kernel through cached one-node CUDA graphs.
 //
-// Why: on an H100 (driver 580, CUDA 13) a cooperative kernel launched as an instantiated graph
-// came back 2.8 us sooner than the same kernel through cudaLaunchCooperativeKernel: 7.8 against
-// 10.6 us from the launch to the return of the stream synchronisation, 256 bytes of parameters,
-// medians of 500 (tools/dev/sync_probe.cu, bench/RESULTS.md "sixth session"). Updating the
-// node's parameters before each launch gave half of that back (9.4 us), so a graph is kept for
-// every parameter set that repeats: one per kernel, grid and slot (the scheduler's runs alternate
-// between two counter sets, so each set has its own graph), and its parameters are updated only
-// when the caller's Ops or the scheduler's state changed since that graph's last launch.
+// Why: a cooperative kernel launched as an instantiated graph returns from the stream
+// synchronisation sooner than the same kernel through cudaLaunchCooperativeKernel, as long as the
+// graph's parameters need no update; updating them before each launch gives part of the gain back
+// (bench/RESULTS.md has the measurements). So a graph is kept for every parameter set that
+// repeats: one per kernel, grid and slot (the scheduler's runs alternate between two counter
+// sets, so each set has its own graph), and its parameters are updated only when the caller's Ops
+// or the scheduler's state changed since that graph's last launch.
 //
 // The first launch of each cached configuration pays for building and instantiating its graph.
 // Ops are compared byte for byte: an Ops type with padding bytes (which may differ between two

@@ -1,7 +1,6 @@
-// State shared by every worker of one scheduler (a block on the GPU, a thread on the CPU), and the
-// portable pieces of the worker loop: claiming sources, fetching a batch in pop order (private,
-// own shared, sources, global), pushing in push order (private, shared by policy, global), and
-// the `mutex` mode's allocated linked-list queue.
+// State shared by every worker of one scheduler (a block on the GPU, a thread on the CPU): the run's
+// counters, the report to the host, the view of queues and graph every worker gets (scheduler_ref),
+// termination (fail, stop, sinks), and claiming sources. Portable: compiles with g++ and nvcc.
 #pragma once
 
 #include <cuda/atomic>
@@ -9,17 +8,10 @@
 #include <type_traits>
 
 #include "canopy/config.hpp"
-#include "canopy/dependency.hpp"
-#include "canopy/mode.hpp"
+#include "canopy/detail/queue.hpp"
 #include "canopy/push_policy.hpp"
-#include "canopy/queue.hpp"
-#include "canopy/spin_mutex.hpp"
 #include "canopy/status.hpp"
 #include "canopy/task_graph.hpp"
-
-#if !CANOPY_DEVICE_CODE
-#include <new>
-#endif
 
 namespace canopy::detail {
 
@@ -29,16 +21,15 @@ struct list_node {
   list_node* next;
 };
 
-/// Per-run counters in device (or host) memory. The last worker to leave a run resets them, so
-/// consecutive runs need no memset. Words that idle workers poll (`stop`, the source cursor, the
-/// locked queue's count, the list head) each sit on their own 128-byte line: on an H100 a
-/// thousand blocks polling one line slowed every other access to it, and to its L2 slice, by
-/// orders of magnitude.
+/// Per-run counters in device (or host) memory. On the GPU runs alternate between two sets, and
+/// each run resets the other set for the next (prepare_next_run), so consecutive runs need no
+/// memset; the CPU backend resets its one set before each run. Words that idle workers poll (`stop`, the source cursor, the
+/// locked queue's count, the list head) each sit on their own 128-byte line: a thousand blocks
+/// polling one line slow every other access to it, and to its L2 slice.
 struct alignas(128) run_counters {
   alignas(128) std::int32_t stop;            // set once complete or failed: every worker leaves
   alignas(128) std::uint32_t source_cursor;  // next index into graph.sources to claim
   alignas(128) std::int32_t sinks_left;      // the run is complete when this reaches zero
-  std::int32_t workers_left;                 // unused by the kernel since runs alternate counter sets
   std::int32_t code;                         // canopy::status of the run, first failure wins
   task_id failed_task;                       // the task the failure concerns
   alignas(128) int tree_mutex;               // locked modes: guards every dependency counter
@@ -48,10 +39,9 @@ struct alignas(128) run_counters {
   alignas(128) list_node* list_head;         // mutex mode
   list_node* list_tail;
 
-  static run_counters initial(std::int32_t sinks, std::int32_t workers) {
+  static run_counters initial(std::int32_t sinks) {
     run_counters c{};
     c.sinks_left = sinks;
-    c.workers_left = workers;
     c.failed_task = no_task;
     return c;
   }
@@ -178,167 +168,6 @@ CANOPY_HD int claim_sources(const scheduler_ref& r, task_id* out, int max, bool 
   const int n = claim_source_range<S>(r, max, look, &first);
   for (int i = 0; i < n; ++i) out[i] = r.graph.sources[first + static_cast<std::uint32_t>(i)];
   return n;
-}
-
-// ---- the locked global ring (modes fixed-queue .. shared-queues) ----------------------------
-// Guarded by queue_mutex. The count is also read without the lock, so that idle workers look
-// before they queue up for the mutex (otherwise a thousand idle blocks keep the lock busy and the
-// one block with work waits behind them); hence atomic (relaxed) accesses to it.
-
-template <cuda::thread_scope S>
-CANOPY_HD int locked_push(const scheduler_ref& r, const task_id* in, int n) {
-  spin_mutex_ref<S> m{&r.counters->queue_mutex};
-  scoped_lock lock(m);
-  cuda::atomic_ref<std::int32_t, S> count(r.counters->locked_count);
-  local_ring ring{r.locked_slots, r.global_header->capacity, r.counters->locked_head, count.load(cuda::std::memory_order_relaxed)};
-  const int k = ring.try_push(in, n);
-  count.store(ring.count, cuda::std::memory_order_relaxed);
-  return k;
-}
-
-template <cuda::thread_scope S>
-CANOPY_HD int locked_pop(const scheduler_ref& r, task_id* out, int max) {
-  cuda::atomic_ref<std::int32_t, S> count(r.counters->locked_count);
-  if (count.load(cuda::std::memory_order_relaxed) == 0) return 0;
-  spin_mutex_ref<S> m{&r.counters->queue_mutex};
-  scoped_lock lock(m);
-  local_ring ring{r.locked_slots, r.global_header->capacity, r.counters->locked_head, count.load(cuda::std::memory_order_relaxed)};
-  const int k = ring.try_pop(out, max);
-  r.counters->locked_head = ring.head;
-  count.store(ring.count, cuda::std::memory_order_relaxed);
-  return k;
-}
-
-// ---- the mutex mode's linked list -----------------------------------------------------------
-
-template <cuda::thread_scope S>
-CANOPY_HD bool list_push(const scheduler_ref& r, task_id t) {
-#if CANOPY_DEVICE_CODE
-  auto* node = static_cast<list_node*>(malloc(sizeof(list_node)));
-#else
-  auto* node = new (std::nothrow) list_node;
-#endif
-  if (node == nullptr) return false;
-  node->task = t;
-  node->next = nullptr;
-  spin_mutex_ref<S> m{&r.counters->queue_mutex};
-  scoped_lock lock(m);
-  if (r.counters->list_tail != nullptr) r.counters->list_tail->next = node;
-  else cuda::atomic_ref<list_node*, S>(r.counters->list_head).store(node, cuda::std::memory_order_relaxed);
-  r.counters->list_tail = node;
-  return true;
-}
-
-template <cuda::thread_scope S>
-CANOPY_HD bool list_pop(const scheduler_ref& r, task_id& t) {
-  // Look before queueing for the mutex (see locked_pop); head is read atomically for that.
-  cuda::atomic_ref<list_node*, S> head(r.counters->list_head);
-  if (head.load(cuda::std::memory_order_relaxed) == nullptr) return false;
-  list_node* node;
-  {
-    spin_mutex_ref<S> m{&r.counters->queue_mutex};
-    scoped_lock lock(m);
-    node = head.load(cuda::std::memory_order_relaxed);
-    if (node != nullptr) {
-      head.store(node->next, cuda::std::memory_order_relaxed);
-      if (node->next == nullptr) r.counters->list_tail = nullptr;
-    }
-  }
-  if (node == nullptr) return false;
-  t = node->task;
-#if CANOPY_DEVICE_CODE
-  free(node);
-#else
-  delete node;
-#endif
-  return true;
-}
-
-/// Frees whatever a failed mutex-mode run left in its list (host side of the CPU backend).
-inline void list_clear_host(run_counters& c) {
-#if !CANOPY_DEVICE_CODE
-  while (c.list_head != nullptr) {
-    list_node* n = c.list_head;
-    c.list_head = n->next;
-    delete n;
-  }
-  c.list_tail = nullptr;
-#else
-  (void)c;
-#endif
-}
-
-// ---- batch fetch and push in the ring-based modes --------------------------------------------
-
-/// Fetches up to max tasks in pop order: private, own shared, sources, global. With
-/// `sources_first` (a worker's first fetch of a run, when every queue is known to be empty) the
-/// sources are tried before the queues, saving the queues' round trips.
-template <cuda::thread_scope S, mode M>
-CANOPY_HD int fetch_batch(const scheduler_ref& r, int worker, local_ring* priv, task_id* out, int max,
-                          bool sources_first = false) {
-  constexpr mode_traits T = traits_of(M);
-  int n = 0;
-  if (sources_first) n = claim_sources<S>(r, out, max < r.source_chunk ? max : r.source_chunk, false);
-  if (n > 0) return n;
-  if constexpr (T.private_queues) n += priv->try_pop(out, max);
-  if constexpr (T.shared_queues)
-    if (n < max) n += r.shared_ring<S>(worker).try_pop(out + n, max - n);
-  if (n < max) n += claim_sources<S>(r, out + n, (max - n) < r.source_chunk ? (max - n) : r.source_chunk);
-  if (n < max) {
-    if constexpr (T.lockfree_global) n += r.global_ring<S>().try_pop(out + n, max - n);
-    else n += locked_pop<S>(r, out + n, max - n);
-  }
-  return n;
-}
-
-/// Pushes up to n ready tasks in push order: private, a shared queue (own, or picked by the
-/// policy), global. Returns how many found room (in order: in[0 .. returned) are queued).
-template <cuda::thread_scope S, mode M>
-CANOPY_HD int push_some(const scheduler_ref& r, int worker, local_ring* priv, std::uint32_t& tick, const task_id* in,
-                        int n) {
-  constexpr mode_traits T = traits_of(M);
-  int done = 0;
-  if constexpr (T.private_queues) done += priv->try_push(in, n);
-  if constexpr (T.shared_queues) {
-    if constexpr (T.balanced_push) {
-      for (int attempt = 0; attempt < 3 && done < n; ++attempt) {
-        const int q = pick_shared_queue(r.policy, worker, r.worker_count, tick, attempt,
-                                        [&](int i) { return r.shared_ring<S>(i); });
-        done += r.shared_ring<S>(q).try_push(in + done, n - done);
-      }
-      ++tick;
-    } else {
-      if (done < n) done += r.shared_ring<S>(worker).try_push(in + done, n - done);
-    }
-  }
-  if (done < n) {
-    if constexpr (T.lockfree_global) done += r.global_ring<S>().try_push(in + done, n - done);
-    else done += locked_push<S>(r, in + done, n - done);
-  }
-  return done;
-}
-
-/// push_some for all n; when the global queue is full too, reports QueueOverflow naming the first
-/// task that found no room and returns false.
-template <cuda::thread_scope S, mode M>
-CANOPY_HD bool push_batch(const scheduler_ref& r, int worker, local_ring* priv, std::uint32_t& tick, const task_id* in,
-                          int n) {
-  const int done = push_some<S, M>(r, worker, priv, tick, in, n);
-  if (done < n) {
-    fail<S>(r, status::queue_overflow, in[done]);
-    return false;
-  }
-  return true;
-}
-
-/// Resolves `t`'s successors under the tree mutex (modes before lockfree-tree).
-template <cuda::thread_scope S, class OnReady>
-CANOPY_HD int resolve_locked(const scheduler_ref& r, task_id t, OnReady&& on_ready) {
-  spin_mutex_ref<S> m{&r.counters->tree_mutex};
-  scoped_lock lock(m);
-  // Under the mutex the counters are plain data; the arrive() still uses atomics, which is
-  // harmless and keeps one code path for counter updates.
-  return resolve_successors<S>(r.graph, t, on_ready);
 }
 
 }  // namespace canopy::detail

@@ -6,7 +6,7 @@
 #include "canopy/config.hpp"
 #include "canopy/task_graph.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 /// One arrival on `t`'s counter. Returns true for the last arriver, which then owns `t`.
 ///
@@ -49,4 +49,4 @@ CANOPY_HD CANOPY_FORCEINLINE int resolve_successors(const task_graph_ref& g, tas
   return e - b;
 }
 
-}  // namespace canopy
+}  // namespace canopy::detail

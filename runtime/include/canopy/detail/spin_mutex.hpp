@@ -15,7 +15,7 @@
 #include "canopy/config.hpp"
 #include "canopy/detail/backoff.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 template <cuda::thread_scope Scope>
 struct spin_mutex_ref {
@@ -23,7 +23,7 @@ struct spin_mutex_ref {
 
   CANOPY_HD void lock() const {
     cuda::atomic_ref<int, Scope> w(*word);
-    detail::backoff b;
+    backoff b;
     for (;;) {
       // acquire: everything the previous holder wrote before unlock() is visible to us.
       if (w.load(cuda::std::memory_order_relaxed) == 0 && w.exchange(1, cuda::std::memory_order_acquire) == 0) return;
@@ -44,4 +44,4 @@ struct scoped_lock {
   scoped_lock& operator=(const scoped_lock&) = delete;
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -18,7 +18,7 @@
 #include "canopy/config.hpp"
 #include "canopy/detail/backoff.hpp"
 
-namespace canopy {
+namespace canopy::detail {
 
 /// Shared state of a ring_ref. Initialise with ring_header::empty(capacity) and slots to 0.
 /// Consumers poll `items`; it has a line of its own so that polling does not slow producers.
@@ -150,4 +150,4 @@ struct local_ring {
   }
 };
 
-}  // namespace canopy
+}  // namespace canopy::detail

@@ -1,0 +1,247 @@
+// The block loop of modes with mode_traits::block_fetch (all-threads and later): the block master
+// fetches a batch for the whole block, every lane group runs its share of it, and the master
+// pushes what the block made ready.
+#pragma once
+
+#include <cuda/atomic>
+
+#include "canopy/detail/backoff.hpp"
+#include "canopy/detail/fetch_push.hpp"
+#include "canopy/detail/kernel_common.cuh"
+#include "canopy/detail/ops_traits.cuh"
+#include "canopy/lane_group.cuh"
+#include "canopy/mode.hpp"
+
+namespace canopy::detail {
+
+/// When a group starts its share of a full batch (tasks i, i + groups, ... of the batch), lane k
+/// asks for the structure of the k-th of them, so that the share's first dependent loads overlap
+/// once, and for the data of the first CANOPY_PREFETCH_AHEAD.
+template <class Ops, int G>
+__device__ __forceinline__ void prefetch_share(const Ops& ops, const scheduler_ref& r, const batch_view& cur,
+                                               const task_id* batch, int todo, int group, int groups,
+                                               const lane_group<G>& g) {
+  if constexpr (has_prefetch<Ops> && CANOPY_PREFETCH_AHEAD > 0) {
+    const int i = group + g.rank * groups;  // i < todo <= batch_max <= groups * tasks per group
+    if (i < todo) {
+      const task_id t = cur.at(r, batch, i);
+      ops.prefetch(t, prefetch_stage::structure);
+      if (g.rank < CANOPY_PREFETCH_AHEAD) ops.prefetch(t, prefetch_stage::data);
+    }
+  }
+}
+
+/// Before a group runs task i of its share, lane 0 asks for the data of the one it runs
+/// CANOPY_PREFETCH_AHEAD tasks later.
+template <class Ops, int G>
+__device__ __forceinline__ void prefetch_next(const Ops& ops, const scheduler_ref& r, const batch_view& cur,
+                                              const task_id* batch, int i, int groups, int todo,
+                                              const lane_group<G>& g) {
+  if constexpr (has_prefetch<Ops> && CANOPY_PREFETCH_AHEAD > 0) {
+    const int next = i + CANOPY_PREFETCH_AHEAD * groups;
+    if (g.rank == 0 && next < todo) ops.prefetch(cur.at(r, batch, next), prefetch_stage::data);
+  }
+}
+
+/// Runs `t` on group g and, in continuation mode when `climb` is set, the chain of tasks it makes
+/// ready; other tasks it makes ready go to `stage` (atomic-tree modes). Locked-tree modes leave
+/// resolution to the caller. Every lane of the group calls this with the same task; lane 0
+/// resolves.
+template <mode M, class Ops, int G, class Stage>
+__device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_ref& r, task_id t, const lane_group<G>& g,
+                                              bool climb, Stage&& stage) {
+  constexpr mode_traits T = traits_of(M);
+  // A chain is cut after this many tasks (the next one is staged like any other ready task): a
+  // DAG with a long dependency chain would otherwise hold the block, and the tasks it staged, for
+  // the whole chain. Trees are at most 22 levels deep and never reach it.
+  constexpr int max_chain = 64;
+  const bool tree = r.graph.succ_offsets == nullptr;
+  for (int hops = 1; t != no_task; ++hops) {
+    // A tree task's parent is loaded before the task runs, so that its L2 round trip overlaps the
+    // task instead of coming between the task and its arrival (a climbing chain waits for it on
+    // every level).
+    task_id parent = no_task;
+    if constexpr (T.atomic_tree)
+      if (g.rank == 0 && tree) parent = r.graph.parent[t];
+    invoke_task(ops, t, g);
+    if constexpr (!T.atomic_tree) return;
+    // The barrier orders every lane's writes before lane 0's release in arrive(); after lane 0's
+    // acquire the second barrier orders the other lanes' reads of the children after it.
+    g.sync();
+    task_id next = no_task;
+    if (g.rank == 0) {
+      auto on_ready = [&](task_id s) {
+        if (T.continuation && climb && hops < max_chain && next == no_task) next = s;
+        else stage(s);
+      };
+      const int succs = tree ? resolve_parent<device_scope>(r.graph, parent, on_ready)
+                             : resolve_successors<device_scope>(r.graph, t, on_ready);
+      if (succs == 0) sink_finished<device_scope>(r);
+    }
+    t = g.from_first(next);
+    g.sync();
+  }
+}
+
+/// The longest an idle block sleeps before it looks at the queues again: 1/64 of the time the run
+/// has taken so far, at least 512 ns, at most r.idle_sleep_max_ns. A block asleep when the run
+/// ends delays the end by up to twice its sleep (__nanosleep's range), so the cap must stay small
+/// in short runs, whose whole length is a few such sleeps; in long ones the idle blocks' polling is
+/// what costs (see auto_idle_sleep_ns in gpu_scheduler.cuh), and the end is a small fraction of
+/// the run (at most ~1/32 of it once the run has taken 32 us).
+__device__ __forceinline__ unsigned idle_sleep_cap(const scheduler_ref& r, std::uint64_t start) {
+  constexpr unsigned floor_ns = 512;
+  const std::uint64_t cap = (global_timer_ns() - start) >> 6;
+  return cap < floor_ns ? (r.idle_sleep_max_ns < floor_ns ? r.idle_sleep_max_ns : floor_ns)
+                        : cap > r.idle_sleep_max_ns ? r.idle_sleep_max_ns : static_cast<unsigned>(cap);
+}
+
+/// What the block master keeps between rounds (shared memory; thread 0 only).
+struct master_state {
+  local_ring priv;  // the block's private queue
+  std::uint32_t tick;  // round-robin push policy
+  bool first_fetch;
+  bool sources_done;
+  std::uint64_t start;  // the block's start (global timer): deadline and idle sleep cap
+};
+
+/// The block master fetches a batch for the whole block, every lane group runs its share of it (a
+/// group is one thread unless Ops asks for more), and the master pushes what the block made ready.
+template <class Ops, mode M>
+__device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
+  constexpr mode_traits T = traits_of(M);
+  static_assert(T.block_fetch && !T.linked_list_queue, "the block loop runs fixed-ring modes with block_fetch");
+  constexpr int G = group_size_of<Ops>();
+  const lane_group<G> g = lane_group<G>::here();
+  extern __shared__ task_id shared_tasks[];
+  task_id* batch = shared_tasks;
+  task_id* staged = batch + blockDim.x;
+  const int stage_capacity = static_cast<int>(blockDim.x);
+  __shared__ batch_view s_batch;
+  __shared__ int s_staged, s_left;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int worker = static_cast<int>(blockIdx.x);
+  const int groups = static_cast<int>(blockDim.x) / G;
+  const int group = tid / G;
+  const int batch_max = r.batch_max;  // run_batch_max, as the host computed it (and source_chunk from it)
+
+  // The master's own state lives in shared memory, not registers: every thread would otherwise
+  // keep it live across the task it runs, and the octree tasks' payloads need those registers
+  // (at the 64-register cap the twig kernel spilled 168 bytes per thread).
+  __shared__ master_state ms;
+  if (tid == 0) {
+    ms.priv = local_ring{staged + stage_capacity, r.private_capacity, 0, 0};
+    ms.tick = 0;
+    ms.first_fetch = true;
+    ms.sources_done = false;
+    ms.start = global_timer_ns();
+    s_staged = 0;
+  }
+
+  for (;;) {
+    if (tid == 0) {
+      batch_view b{0, 0, 0};
+      const bool first_fetch = ms.first_fetch;
+      const std::uint64_t start = ms.start;
+      backoff idle{64, idle_sleep_cap(r, start)};
+      for (unsigned polls = 0;; ++polls) {
+        if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { b.queued = -1; break; }
+        b = fetch_batch<device_scope, M>(r, worker, &ms.priv, batch, batch_max, polls == 0 && first_fetch, ms.sources_done);
+        if (b.size() > 0) break;
+        if ((polls & 15) == 15 && global_timer_ns() > start + r.budget_ns) {
+          // A run whose last sink finished while this block was polling is complete, not late.
+          if (!run_complete<device_scope>(r)) fail<device_scope>(r, status::timeout, no_task);
+          b.queued = -1;
+          break;
+        }
+        if ((polls & 255) == 255 && abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); b.queued = -1; break; }
+        if ((polls & 7) == 7) idle.max_ns = idle_sleep_cap(r, start);
+        idle.pause();
+      }
+      s_batch = b;
+      ms.first_fetch = false;
+    }
+    __syncthreads();
+    if (s_batch.queued < 0) break;
+    batch_view cur = s_batch;
+    const int n = cur.size();
+    // Continuation pays when the block has little else to do (the latency-bound top of a tree, small
+    // trees): the group runs the parent at once, no queue round trip. With a full batch the block
+    // is bandwidth-bound, and a group climbing alone would hold the whole block at the barrier
+    // below while the others wait: then it stages like
+    // `lockfree`, and whatever finds no room in the queues the block runs itself right away
+    // (second pass, climbing), so continuation never needs queue space for a tree.
+    bool climb = n < groups;
+    for (int todo = n;;) {
+      auto stage = [&](task_id s) {
+        const int slot = cuda::atomic_ref<int, cuda::thread_scope_block>(s_staged).fetch_add(1, cuda::std::memory_order_relaxed);
+        if (slot < stage_capacity) {
+          staged[slot] = s;
+        } else if (!(T.lockfree_global ? r.global_ring<device_scope>().try_push(s)
+                                       : locked_push<device_scope>(r, &s, 1) == 1)) {
+          // A DAG task made more tasks ready than the staging area holds: straight to global.
+          fail<device_scope>(r, status::queue_overflow, s);
+        }
+      };
+      if (!climb) prefetch_share(ops, r, cur, batch, todo, group, groups, g);
+      if (!T.continuation || climb) {
+        for (int i = group; i < todo; i += groups) {
+          if (!climb) prefetch_next(ops, r, cur, batch, i, groups, todo, g);
+          execute_chain<M>(ops, r, cur.at(r, batch, i), g, climb, stage);
+        }
+      } else {
+        // Continuation with a full batch: the group runs its whole share of the batch first and
+        // then resolves it, one task per lane, so that the arrivals (a load of the successor, then
+        // a device-scope acq_rel atomic: two L2 round trips) overlap instead of stalling the group
+        // after every task. The group barrier orders every lane's writes before the arriving
+        // lane's release, as in execute_chain. The earlier modes keep resolving after each task: the
+        // same change made lockfree-tree slower, for reasons not understood yet (bench/RESULTS.md).
+        for (int i = group; i < todo; i += groups) {
+          prefetch_next(ops, r, cur, batch, i, groups, todo, g);
+          invoke_task(ops, cur.at(r, batch, i), g);
+        }
+        g.sync();
+        for (int i = group + g.rank * groups; i < todo; i += groups * G) {
+          const int succs = resolve_successors<device_scope>(r.graph, cur.at(r, batch, i), stage);
+          if (succs == 0) sink_finished<device_scope>(r);
+        }
+      }
+      __syncthreads();
+      if (tid == 0) {
+        int k = s_staged < stage_capacity ? s_staged : stage_capacity;
+        int left = 0;
+        if constexpr (!T.atomic_tree) {
+          // all-threads: the master resolves the whole batch under one hold of the tree mutex.
+          spin_mutex_ref<device_scope> m{&r.counters->tree_mutex};
+          scoped_lock lock(m);
+          for (int i = 0; i < todo; ++i) {
+            const int succs = resolve_successors<device_scope>(r.graph, cur.at(r, batch, i), [&](task_id s) {
+              if (k < stage_capacity) staged[k++] = s;
+              else if (locked_push<device_scope>(r, &s, 1) != 1) fail<device_scope>(r, status::queue_overflow, s);
+            });
+            if (succs == 0) sink_finished<device_scope>(r);
+          }
+        }
+        if (k > 0) {
+          if (T.continuation && !climb) {
+            // Every thread is past the barrier above, done with `batch`: the rest goes there.
+            const int done = push_some<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k);
+            for (int i = done; i < k; ++i) batch[left++] = staged[i];
+          } else {
+            push_batch<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k);
+          }
+        }
+        s_staged = 0;
+        s_left = left;  // not s_batch: thread 0 may be fetching into it before all have read this
+      }
+      __syncthreads();
+      todo = s_left;
+      if (todo == 0) break;
+      cur = batch_view{todo, 0, 0};  // the leftovers, in `batch`
+      climb = true;
+    }
+    // The next fetch overwrites `batch` only after every thread passed the barrier above.
+  }
+}
+
+}  // namespace canopy::detail

@@ -1,0 +1,46 @@
+// Checking and resolving scheduler_options, once for both backends.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+#include "canopy/scheduler_options.hpp"
+#include "canopy/status.hpp"
+
+namespace canopy::detail {
+
+inline constexpr std::int32_t default_shared_capacity = 1024;
+inline constexpr std::int32_t default_private_capacity = 256;
+inline constexpr int max_threads_per_block = 1024;
+
+/// Queue capacities with the defaults resolved (0 = default).
+struct queue_capacities {
+  std::int32_t global = 1, shared = 1, priv = 1;
+};
+
+/// Throws canopy::error(status::invalid_argument), the message starting with `backend` ("gpu
+/// backend", "cpu backend"), when `o` is not valid; the GPU-only fields are checked for the GPU.
+inline void check_options(const scheduler_options& o, const char* backend, bool gpu) {
+  const std::string who(backend);
+  auto fail = [&](const std::string& what) { throw error(status::invalid_argument, who + ": " + what); };
+  if (!is_valid(o.mode)) fail("unknown mode " + std::to_string(static_cast<int>(o.mode)));
+  if (!is_valid(o.policy)) fail("unknown push policy " + std::to_string(static_cast<int>(o.policy)));
+  if (o.blocks < 0) fail("blocks must be >= 0");
+  if (o.global_queue_capacity < 0 || o.shared_queue_capacity < 0 || o.private_queue_capacity < 0)
+    fail("queue capacities must be >= 0 (0 = default)");
+  if (o.deadline.count() <= 0) fail("deadline must be positive");
+  if (!gpu) return;
+  if (o.threads_per_block < 32 || o.threads_per_block > max_threads_per_block || o.threads_per_block % 32 != 0)
+    fail("threads per block must be a multiple of 32 in 32..1024, not " + std::to_string(o.threads_per_block));
+  if (o.idle_sleep_max.count() < 0 || o.idle_sleep_max > std::chrono::milliseconds(1))
+    fail("idle sleep cap must be in 0..1 ms (0 = automatic)");
+}
+
+inline queue_capacities resolve_capacities(const scheduler_options& o, std::int32_t task_count) {
+  return queue_capacities{o.global_queue_capacity > 0 ? o.global_queue_capacity : std::max<std::int32_t>(1, task_count),
+                          o.shared_queue_capacity > 0 ? o.shared_queue_capacity : default_shared_capacity,
+                          o.private_queue_capacity > 0 ? o.private_queue_capacity : default_private_capacity};
+}
+
+}  // namespace canopy::detail
