@@ -1,8 +1,8 @@
-// Shared by the octree tuning probes in tools/dev (not part of the suite): the trees they sweep,
+// Shared by the octree tuning probes (bench/probes, not part of any suite): the trees they sweep,
 // built one at a time (depth 8 holds 134M points): a complete octree of depth 5, one of depth 8
 // (left out when max_depth < 8), a 16M-point Plummer sphere with leaves of up to 32 points, and a
-// complete octree of depth 7;
-// each with its double reference, its device copy, a float payload array and its pass bytes.
+// complete octree of depth 7; each with its double reference, its device copy, a float payload
+// array and its pass bytes. Every probe validates a result against the reference before timing it.
 #pragma once
 
 #include <cstdio>
@@ -11,93 +11,93 @@
 #include <vector>
 
 #include "baselines/baselines.cuh"
-#include "common/gpu_timing.cuh"
+#include "canopy/cuda/device_buffer.hpp"
+#include "canopy/cuda/error.hpp"
 #include "canopy/trees/device_octree.cuh"
 #include "canopy/trees/generators.hpp"
 #include "canopy/trees/reference.hpp"
 #include "canopy/trees/twig_pass.hpp"
+#include "common/gpu_timing.cuh"
 
-inline constexpr int probe_tree_count = 4;
+namespace probe {
 
-inline bool probe_tree_wanted(int which, int max_depth) { return which != 1 || max_depth >= 8; }
+namespace ct = canopy::trees;
 
-struct probe_case {
+/// A tree with what a probe needs to run, check and time a pass over it.
+struct tree_case {
   std::string name;
-  canopy::trees::octree tree;
-  std::vector<canopy::trees::multipole<double>> ref;
-  canopy::trees::device_octree d;
-  canopy::trees::device_payloads<float> out;
-  canopy::trees::octree_ref t;  // device views
-  double bytes;                 // per pass (bench::upward_pass_bytes)
-  int reps;                     // timed runs: fewer on the big trees
+  ct::octree tree;
+  std::vector<ct::multipole<double>> ref;
+  ct::device_octree d;
+  ct::device_payloads<float> out;
+  ct::octree_ref t;  // device views
+  double bytes;      // per pass (bench::upward_pass_bytes)
+  int reps;          // timed runs: fewer on the big trees
 
-  explicit probe_case(int which)
-      : name(which == 0 ? "depth 5" : which == 1 ? "depth 8" : which == 2 ? "plummer 16M leaf 32" : "depth 7"),
-        tree(which == 0   ? canopy::trees::build_complete_octree(5, 8, 1)
-             : which == 1 ? canopy::trees::build_complete_octree(8, 8, 1)
-             : which == 3 ? canopy::trees::build_complete_octree(7, 8, 1)
-                          : canopy::trees::build_octree(canopy::trees::generate_plummer(16u << 20, 1),
-                                                        canopy::trees::build_options{32, 21})),
-        ref(canopy::trees::reference_upward_pass(tree)),
+  tree_case(std::string case_name, ct::octree built)
+      : name(std::move(case_name)),
+        tree(std::move(built)),
+        ref(ct::reference_upward_pass(tree)),
         d(tree),
         out(tree.node_count()),
         t(d.ref()),
         bytes(static_cast<double>(canopy::bench::upward_pass_bytes(t))),
         reps(tree.node_count() > 1000000 ? 10 : 30) {}
+
+  /// NaN in every payload, so that a node the pass misses fails the check.
+  void poison() { CANOPY_CUDA_TRY(cudaMemset(out.data(), 0xff, out.bytes())); }
+  /// Whether the payloads on the device are within the reference's tolerance.
+  bool valid() const { return ct::compare_payloads<float>(tree, out.download(), ref).within_tolerance; }
+  /// `us` as a share of the measured copy bandwidth (the ceiling of a bandwidth-bound pass).
+  double percent_of_copy(double us, double copy_gbs) const { return 100.0 * bytes / (us * 1e-6) / 1e9 / copy_gbs; }
 };
 
-/// Measures the copy bandwidth (GB/s, printed), then calls f(c, copy) for each probe tree; argv[1]
-/// is the deepest complete tree wanted (8 by default; below 8 the depth-8 tree is left out).
+/// The complete octree of `depth` with 8 points per leaf (seed 1).
+inline tree_case complete_case(int depth) {
+  return tree_case("depth " + std::to_string(depth), ct::build_complete_octree(depth, 8, 1));
+}
+
+/// The sweep's trees in order: depth 5, depth 8, Plummer 16M leaf 32, depth 7.
+inline constexpr int sweep_tree_count = 4;
+inline tree_case sweep_case(int which) {
+  if (which == 2)
+    return tree_case("plummer 16M leaf 32", ct::build_octree(ct::generate_plummer(16u << 20, 1), ct::build_options{32, 21}));
+  return complete_case(which == 0 ? 5 : which == 1 ? 8 : 7);
+}
+
+/// Measures the copy bandwidth (GB/s, printed), then calls f(c, copy) for each sweep tree;
+/// `max_depth` is the deepest complete tree wanted (below 8 the depth-8 tree is left out).
 template <class F>
-void for_each_probe_case(int argc, char** argv, F&& f) {
-  const int max_depth = argc > 1 ? std::atoi(argv[1]) : 8;
+void for_each_sweep_case(int max_depth, F&& f) {
   const double copy = canopy::bench::measure_copy_bandwidth();
   std::printf("copy bandwidth %.0f GB/s\n", copy);
-  for (int which = 0; which < probe_tree_count; ++which) {
-    if (!probe_tree_wanted(which, max_depth)) continue;
-    probe_case c(which);
+  for (int which = 0; which < sweep_tree_count; ++which) {
+    if (which == 1 && max_depth < 8) continue;
+    tree_case c = sweep_case(which);
     f(c, copy);
   }
 }
 
-/// A twig decomposition's tasks uploaded to the device (freed with this).
-struct device_twig_tasks {
-  canopy::trees::twig_task* data = nullptr;
-  explicit device_twig_tasks(const std::vector<canopy::trees::twig_task>& tasks) {
-    cudaMalloc(&data, sizeof(canopy::trees::twig_task) * tasks.size());
-    cudaMemcpy(data, tasks.data(), sizeof(canopy::trees::twig_task) * tasks.size(), cudaMemcpyHostToDevice);
-  }
-  device_twig_tasks(const device_twig_tasks&) = delete;
-  device_twig_tasks& operator=(const device_twig_tasks&) = delete;
-  ~device_twig_tasks() { cudaFree(data); }
-  operator canopy::trees::twig_task*() const { return data; }
-};
-
 /// A tree's twig decomposition, its tasks on the device.
-struct probe_twigs {
-  canopy::trees::twig_graph tg;
-  device_twig_tasks uploaded;
-  explicit probe_twigs(const canopy::trees::octree& tree) : tg(canopy::trees::make_twig_graph(tree)), uploaded(tg.tasks) {}
+struct device_twigs {
+  ct::twig_graph tg;
+  canopy::device_buffer<ct::twig_task> tasks;
+  explicit device_twigs(const ct::octree& tree) : tg(ct::make_twig_graph(tree)), tasks(tg.tasks) {}
 };
 
-/// A complete octree of `depth` (8 points per leaf) with its double reference, device copy, float
-/// payloads and twig decomposition, the twig tasks uploaded (the timeline and profile probes).
-struct twig_setup {
-  canopy::trees::octree tree;
-  std::vector<canopy::trees::multipole<double>> ref;
-  canopy::trees::device_octree d;
-  canopy::trees::device_payloads<float> out;
-  canopy::trees::octree_ref t;  // device views
-  canopy::trees::twig_graph tg;
-  device_twig_tasks tasks;  // tg.tasks on the device
+/// The library's twig ops over `c` with `tasks` (the upward pass as twig tasks, L lanes per leaf).
+template <int L>
+ct::twig_upward_ops<float, L> twig_ops(const tree_case& c, const device_twigs& twigs) {
+  const ct::octree_ref& t = c.t;
+  return {twigs.tasks.data(), t.points, t.first_child, t.child_count, t.point_begin, t.point_count, c.out.data()};
+}
 
-  explicit twig_setup(int depth)
-      : tree(canopy::trees::build_complete_octree(depth, 8, 1)),
-        ref(canopy::trees::reference_upward_pass(tree)),
-        d(tree),
-        out(tree.node_count()),
-        t(d.ref()),
-        tg(canopy::trees::make_twig_graph(tree)),
-        tasks(tg.tasks) {}
-  bool valid() const { return canopy::trees::compare_payloads<float>(tree, out.download(), ref).within_tolerance; }
-};
+/// The library's node ops over `c` (the upward pass as one task per node, L lanes per leaf; B is
+/// upward_ops' third parameter, its default when not given).
+template <int L, int... B>
+ct::upward_ops<float, L, B...> node_ops(const tree_case& c) {
+  const ct::octree_ref& t = c.t;
+  return {t.points, t.first_child, t.child_count, t.point_begin, t.point_count, c.out.data()};
+}
+
+}  // namespace probe
