@@ -1,7 +1,7 @@
 // Tuning probe (not part of any suite): what a launch, a wait and a scheduler run cost before any
-// task does work (bench/RESULTS.md, fourth and sixth sessions). Four tables:
-//  1. an empty kernel, plain and cooperative launch + stream sync, by grid (1 block .. 8 per SM)
-//     and block size: does the launch floor depend on the grid?
+// task does work (bench/RESULTS.md, fourth to sixth sessions). Four tables:
+//  1. an empty kernel, plain and cooperative launch + stream sync, by grid (1 block, half the
+//     SMs .. 8 blocks per SM) and block size: does the launch floor depend on the grid?
 //  2. the ways a host can launch and wait (528 x 256): launch, cooperative launch, CUDA graph,
 //     a 256-byte cooperative kernel node with and without a parameter update, a flag in mapped
 //     host memory polled by the host; each timed on the host (steady_clock, launch to the return
@@ -64,9 +64,8 @@ struct stamp_ops {
 
 void launch_floor_by_grid(int sms) {
   for (int threads : {128, 256})
-    for (int per_sm : {0, 1, 2, 4, 8}) {
-      const int grid = per_sm == 0 ? 1 : per_sm * sms;
-      if (grid * threads > sms * 2048) continue;
+    for (int grid : {1, sms / 2, sms, 2 * sms, 4 * sms, 8 * sms}) {
+      if (grid * threads > sms * 2048) continue;  // more than can be co-resident
       const double plain = probe::median_us([&] { empty_kernel<<<grid, threads>>>(); CANOPY_CUDA_TRY(cudaStreamSynchronize(nullptr)); }, 200);
       const double coop = probe::median_us([&] {
         CANOPY_CUDA_TRY(cudaLaunchCooperativeKernel((const void*)empty_kernel, dim3(grid), dim3(threads), nullptr, 4096, nullptr));
