@@ -4,7 +4,7 @@
 # arguments, its output echoed and kept in $OUT/probes/NAME.log (or BUILD_DIR/probe-logs).
 #   bench/probes/probe.sh [BUILD_DIR] ['PROBE ARGS' ...]     # BUILD_DIR defaults to build/gpu
 #   bench/probes/probe.sh build/gpu 'twig_probe 7 --ab' 'launch_probe spin'
-# Without probes it runs a short default set (launch_probe; twig_probe 7 --ab: about 2 minutes on
+# Without probes it runs a short default set (launch_probe; twig_probe 7 --ab: a few minutes on
 # an H100). 'tool-sweep' runs the tool's validated sweep of depth 5 by mode, blocks and threads.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
