@@ -1,20 +1,21 @@
-// Tuning probe (not part of the suite): twig tasks whose 8 leaf payloads are staged in shared
+// Tuning probe (not part of any suite): twig tasks whose 8 leaf payloads are staged in shared
 // memory and written by the whole group as one contiguous block (8 x 17 words, 16 lanes per
 // store instruction), against the library's twig ops (each leaf's 2 lanes write its own payload:
-// 9 store instructions that each touch 8 partly written sectors). Blocks of 128 threads only
-// (static shared memory for 8 groups). Build like twig_probe.cu (tools/dev).
+// 9 store instructions that each touch 8 partly written sectors; 16 tasks per group since the
+// fifth session) and the same ops with 8 tasks per group. Blocks of 128 threads only (static
+// shared memory for 8 groups). Validated against the double reference before timing, on the
+// sweep trees (probe_trees.cuh).
+// Usage: store_probe [max_depth=8]   (below 8 the depth-8 tree is left out)
 #include <cuda_runtime.h>
+
 #include <cstdio>
-#include <string>
-#include <vector>
-#include "baselines/baselines.cuh"
-#include "common/gpu_timing.cuh"
+#include <cstdlib>
+#include <utility>
+
 #include "canopy/gpu_scheduler.cuh"
-#include "canopy/trees/device_octree.cuh"
-#include "canopy/trees/generators.hpp"
-#include "canopy/trees/reference.hpp"
+#include "canopy/trees/group_multipole.cuh"
 #include "canopy/trees/twig_pass.hpp"
-#include "probe_timing.cuh"
+#include "probe_common.cuh"
 #include "probe_trees.cuh"
 
 namespace ct = canopy::trees;
@@ -65,26 +66,24 @@ struct twig_staged {
 };
 
 int main(int argc, char** argv) {
-  for_each_probe_case(argc, argv, [](probe_case& c, double copy) {
-    auto& [name, tree, ref, d, out, t, bytes, reps] = c;
-    const ct::twig_graph tg = ct::make_twig_graph(tree);
-    const device_twig_tasks uploaded(tg.tasks);
-    ct::twig_task* const tasks = uploaded.data;
-    const ct::twig_upward_ops<float, 2> base{tasks, t.points, t.first_child, t.child_count, t.point_begin, t.point_count,
-                                             out.data()};
+  probe::for_each_sweep_case(argc > 1 ? std::atoi(argv[1]) : 8, [](probe::tree_case& c, double copy) {
+    const probe::device_twigs twigs(c.tree);
+    const ct::twig_upward_ops<float, 2> base = probe::twig_ops<2>(c, twigs);
     auto go = [&](const char* what, auto ops, canopy::mode m) {
-      canopy::scheduler_options o; o.threads_per_block = 128; o.mode = m;
-      canopy::gpu_scheduler s(tg.graph, o);
-      cudaMemset(out.data(), 0xff, sizeof(ct::multipole<float>) * tree.node_count());
+      canopy::scheduler_options o;
+      o.threads_per_block = 128;
+      o.mode = m;
+      canopy::gpu_scheduler s(twigs.tg.graph, o);
+      c.poison();
       const auto r = s.run(ops);
-      const bool ok = r.ok() && ct::compare_payloads<float>(tree, out.download(), ref).within_tolerance;
-      const double us = ok ? median_us([&] { s.run(ops); }, reps) : -1;
-      std::printf("%-20s %-26s %-13s %s %9.1f us  %5.1f%% of copy\n", name.c_str(), what, canopy::to_string(m).data(),
-                  ok ? "ok " : "BAD", us, 100.0 * bytes / (us * 1e-6) / 1e9 / copy);
+      const bool ok = r.ok() && c.valid();
+      const double us = ok ? probe::median_us([&] { s.run(ops); }, c.reps) : -1;
+      std::printf("%-20s %-26s %-13s %s %9.1f us  %5.1f%% of copy\n", c.name.c_str(), what, canopy::to_string(m).data(),
+                  ok ? "ok " : "BAD", us, ok ? c.percent_of_copy(us, copy) : 0.0);
     };
     for (auto m : {canopy::mode::continuation, canopy::mode::lockfree_tree}) {
-      go("twig (library, tpg 8)", base, m);
-      go("twig tpg 16", twig_tpg<16>{base}, m);
+      go("twig (library, tpg 16)", base, m);
+      go("twig tpg 8", twig_tpg<8>{base}, m);
       go("twig staged tpg 8", twig_staged<8>{base}, m);
       go("twig staged tpg 16", twig_staged<16>{base}, m);
     }
