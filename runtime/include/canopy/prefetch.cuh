@@ -3,13 +3,11 @@
 //
 // A lane group runs its share of a batch one task after the other, and a task of the octree pass
 // starts with a chain of dependent loads (its entry, the node's structure, the points), each link
-// a DRAM round trip that nothing else of the group overlaps: at depth 8 the twig pass stalled on
-// them half of the time (ncu: 51% of the cycles between issues) at 57% of peak DRAM throughput.
-// Two stages keep the bytes in flight bounded: when its share starts, a group asks for every
-// task's small records (`structure`, into L1, all at once), and while it runs a task, for the next
-// task's bulk bytes (`data`, into L2). Asking for every task's data at once instead made the pass
-// read 60% more from DRAM on an H100: the last tasks' lines left L2 before their turn
-// (bench/RESULTS.md).
+// a DRAM round trip that nothing else of the group overlaps. Two stages keep the bytes in flight
+// bounded: when its share starts, a group asks for every task's small records (`structure`, into
+// L1, all at once), and while it runs a task, for the next task's bulk bytes (`data`, into L2).
+// Asking for every task's data at once instead reads more from DRAM: the last tasks' lines leave
+// L2 before their turn.
 #pragma once
 
 #if !defined(__CUDACC__)

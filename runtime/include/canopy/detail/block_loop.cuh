@@ -195,7 +195,7 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
         // a device-scope acq_rel atomic: two L2 round trips) overlap instead of stalling the group
         // after every task. The group barrier orders every lane's writes before the arriving
         // lane's release, as in execute_chain. The earlier modes keep resolving after each task: the
-        // same change made lockfree-tree slower, for reasons not understood yet (bench/RESULTS.md).
+        // same change made lockfree-tree slower, for reasons not understood yet.
         for (int i = group; i < todo; i += groups) {
           prefetch_next(ops, r, cur, batch, i, groups, todo, g);
           invoke_task(ops, cur.at(r, batch, i), g);

@@ -19,7 +19,7 @@ namespace canopy::detail {
 /// this run, so a relaxed store is enough (the kernel boundary orders it before the next run).
 /// The reset value never changes during a run, so it is loaded before the atomic: its round trip
 /// overlaps the arrival's (on a GPU, the release fence's wait and the atomic) instead of coming
-/// after it, before the store (the H100 timeline: each level of a climbing chain ~0.3 us shorter).
+/// after it, before the store: a climbing chain waits for it on every level.
 template <cuda::thread_scope Scope>
 CANOPY_HD CANOPY_FORCEINLINE bool arrive(const task_graph_ref& g, task_id t) {
   cuda::atomic_ref<std::int32_t, Scope> c(g.pending[t]);

@@ -2,8 +2,8 @@
 //
 // Why: a cooperative kernel launched as an instantiated graph returns from the stream
 // synchronisation sooner than the same kernel through cudaLaunchCooperativeKernel, as long as the
-// graph's parameters need no update; updating them before each launch gives part of the gain back
-// (bench/RESULTS.md has the measurements). So a graph is kept for every parameter set that
+// graph's parameters need no update; updating them before each launch gives part of the gain back.
+// So a graph is kept for every parameter set that
 // repeats: one per kernel, grid and slot (the scheduler's runs alternate between two counter
 // sets, so each set has its own graph), and its parameters are updated only when the caller's Ops
 // or the scheduler's state changed since that graph's last launch.
