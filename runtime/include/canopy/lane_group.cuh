@@ -81,29 +81,23 @@ struct lane_group {
 /// Butterfly sum / min / max over the group: every lane ends with the same value. With Stride > 1
 /// the group is Stride-lane sub-groups whose lanes hold the same value, and the result is over the
 /// sub-groups (one value each): the butterflies stop at offset Stride.
+template <int Stride = 1, int G, class T, class Combine>
+__device__ __forceinline__ T group_reduce(const lane_group<G>& g, T v, Combine combine) {
+#pragma unroll
+  for (int o = G / 2; o >= Stride; o /= 2) v = combine(v, g.exchange(v, o));
+  return v;
+}
 template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_sum(const lane_group<G>& g, T v) {
-#pragma unroll
-  for (int o = G / 2; o >= Stride; o /= 2) v += g.exchange(v, o);
-  return v;
+  return group_reduce<Stride>(g, v, [](T mine, T other) { return mine + other; });
 }
 template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_min(const lane_group<G>& g, T v) {
-#pragma unroll
-  for (int o = G / 2; o >= Stride; o /= 2) {
-    const T w = g.exchange(v, o);
-    v = w < v ? w : v;
-  }
-  return v;
+  return group_reduce<Stride>(g, v, [](T mine, T other) { return other < mine ? other : mine; });
 }
 template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_max(const lane_group<G>& g, T v) {
-#pragma unroll
-  for (int o = G / 2; o >= Stride; o /= 2) {
-    const T w = g.exchange(v, o);
-    v = v < w ? w : v;
-  }
-  return v;
+  return group_reduce<Stride>(g, v, [](T mine, T other) { return mine < other ? other : mine; });
 }
 
 }  // namespace canopy

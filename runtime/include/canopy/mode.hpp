@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "canopy/detail/enum_table.hpp"
 #include "canopy/status.hpp"
 
 namespace canopy {
@@ -83,20 +84,8 @@ inline constexpr mode_info mode_table[] = {
 inline constexpr std::size_t mode_count = std::size(mode_table);
 
 /// Every mode, in the table's order (the ladder's).
-inline constexpr std::array<mode, mode_count> all_modes = [] {
-  std::array<mode, mode_count> a{};
-  for (std::size_t i = 0; i < mode_count; ++i) a[i] = mode_table[i].mode;
-  return a;
-}();
-
-namespace detail {
-constexpr bool mode_table_is_indexed() {
-  for (std::size_t i = 0; i < mode_count; ++i)
-    if (static_cast<std::size_t>(mode_table[i].mode) != i) return false;
-  return true;
-}
-}  // namespace detail
-static_assert(detail::mode_table_is_indexed(), "mode_table lists every mode once, in enumerator order");
+inline constexpr std::array<mode, mode_count> all_modes = detail::enum_column<&mode_info::mode>(mode_table);
+static_assert(detail::enum_indexed<&mode_info::mode>(mode_table), "mode_table lists every mode once, in enumerator order");
 
 /// The table's row of `m`. `m` must be one of all_modes.
 constexpr const mode_info& info(mode m) { return mode_table[static_cast<std::size_t>(m)]; }
@@ -105,11 +94,7 @@ constexpr std::string_view to_string(mode m) { return info(m).name; }
 
 constexpr bool is_valid(mode m) { return static_cast<std::size_t>(m) < mode_count; }
 
-constexpr std::optional<mode> parse_mode(std::string_view name) {
-  for (const mode_info& i : mode_table)
-    if (i.name == name) return i.mode;
-  return std::nullopt;
-}
+constexpr std::optional<mode> parse_mode(std::string_view name) { return detail::enum_named<&mode_info::mode>(mode_table, name); }
 
 /// Calls f(std::integral_constant<mode, M>{}) with M = m, so that code templated on the mode (the
 /// persistent kernel, the CPU worker loop) is instantiated for every row of the table and picked

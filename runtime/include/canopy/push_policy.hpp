@@ -10,6 +10,8 @@
 #include <optional>
 #include <string_view>
 
+#include "canopy/detail/enum_table.hpp"
+
 namespace canopy {
 
 enum class push_policy : int {
@@ -32,29 +34,17 @@ inline constexpr push_policy_info push_policy_table[] = {
 
 inline constexpr std::size_t push_policy_count = std::size(push_policy_table);
 
-inline constexpr std::array<push_policy, push_policy_count> all_push_policies = [] {
-  std::array<push_policy, push_policy_count> a{};
-  for (std::size_t i = 0; i < push_policy_count; ++i) a[i] = push_policy_table[i].policy;
-  return a;
-}();
-
-namespace detail {
-constexpr bool push_policy_table_is_indexed() {
-  for (std::size_t i = 0; i < push_policy_count; ++i)
-    if (static_cast<std::size_t>(push_policy_table[i].policy) != i) return false;
-  return true;
-}
-}  // namespace detail
-static_assert(detail::push_policy_table_is_indexed(), "push_policy_table lists every policy once, in enumerator order");
+inline constexpr std::array<push_policy, push_policy_count> all_push_policies =
+    detail::enum_column<&push_policy_info::policy>(push_policy_table);
+static_assert(detail::enum_indexed<&push_policy_info::policy>(push_policy_table),
+              "push_policy_table lists every policy once, in enumerator order");
 
 constexpr bool is_valid(push_policy p) { return static_cast<std::size_t>(p) < push_policy_count; }
 constexpr const push_policy_info& info(push_policy p) { return push_policy_table[static_cast<std::size_t>(p)]; }
 constexpr std::string_view to_string(push_policy p) { return info(p).name; }
 
 constexpr std::optional<push_policy> parse_push_policy(std::string_view name) {
-  for (const push_policy_info& i : push_policy_table)
-    if (i.name == name) return i.policy;
-  return std::nullopt;
+  return detail::enum_named<&push_policy_info::policy>(push_policy_table, name);
 }
 
 }  // namespace canopy

@@ -60,50 +60,56 @@ struct ring_ref {
 
   /// Pushes up to n tasks; returns how many were pushed (the first ones of `tasks`).
   CANOPY_HD int try_push(const task_id* tasks, int n) const {
-    const int k = reserve(header->space, n);
-    if (k == 0) return 0;
-    cuda::atomic_ref<std::uint64_t, Scope> tail(header->tail);
-    const std::uint64_t first = tail.fetch_add(static_cast<std::uint64_t>(k), cuda::std::memory_order_relaxed);
-    const std::uint64_t cap = static_cast<std::uint64_t>(header->capacity);
-    for (int i = 0; i < k; ++i) {
-      const std::uint64_t ticket = first + static_cast<std::uint64_t>(i);
-      cuda::atomic_ref<std::uint64_t, Scope> slot(slots[ticket % cap]);
-      // The slot's previous occupant was reserved by a consumer (space said so); it may still be
-      // reading it, so wait for it to hand the slot back. Bounded: that consumer is running.
-      wait_for(slot, free_seq(ticket / cap));
-      const std::uint64_t word =
-          (static_cast<std::uint64_t>(full_seq(ticket / cap)) << 32) | static_cast<std::uint32_t>(tasks[i]);
-      slot.store(word, cuda::std::memory_order_release);  // hand over the task and what led to it
-    }
-    cuda::atomic_ref<std::int32_t, Scope>(header->items).fetch_add(k, cuda::std::memory_order_release);
-    return k;
+    return transfer(header->space, header->tail, header->items, n,
+                    [&](int i, cuda::atomic_ref<std::uint64_t, Scope>& slot, std::uint64_t turn) {
+                      // The slot's previous occupant was reserved by a consumer (space said so); it
+                      // may still be reading it, so wait for it to hand the slot back. Bounded: that
+                      // consumer is running.
+                      wait_for(slot, free_seq(turn));
+                      const std::uint64_t word =
+                          (static_cast<std::uint64_t>(full_seq(turn)) << 32) | static_cast<std::uint32_t>(tasks[i]);
+                      slot.store(word, cuda::std::memory_order_release);  // hand over the task and what led to it
+                    });
   }
 
   CANOPY_HD bool try_push(task_id t) const { return try_push(&t, 1) == 1; }
 
   /// Pops up to max tasks into out; returns how many (0 when empty).
   CANOPY_HD int try_pop(task_id* out, int max) const {
-    const int k = reserve(header->items, max);
-    if (k == 0) return 0;
-    cuda::atomic_ref<std::uint64_t, Scope> head(header->head);
-    const std::uint64_t first = head.fetch_add(static_cast<std::uint64_t>(k), cuda::std::memory_order_relaxed);
-    const std::uint64_t cap = static_cast<std::uint64_t>(header->capacity);
-    for (int i = 0; i < k; ++i) {
-      const std::uint64_t ticket = first + static_cast<std::uint64_t>(i);
-      cuda::atomic_ref<std::uint64_t, Scope> slot(slots[ticket % cap]);
-      // `items` counted k published tasks, but our tickets may belong to a producer that reserved
-      // earlier and is still writing: wait for its release store (acquire pairs with it).
-      const std::uint64_t word = wait_for(slot, full_seq(ticket / cap));
-      out[i] = static_cast<task_id>(static_cast<std::uint32_t>(word));
-      slot.store(static_cast<std::uint64_t>(free_seq(ticket / cap + 1)) << 32, cuda::std::memory_order_release);
-    }
-    cuda::atomic_ref<std::int32_t, Scope>(header->space).fetch_add(k, cuda::std::memory_order_release);
-    return k;
+    return transfer(header->items, header->head, header->space, max,
+                    [&](int i, cuda::atomic_ref<std::uint64_t, Scope>& slot, std::uint64_t turn) {
+                      // `items` counted k published tasks, but our tickets may belong to a producer
+                      // that reserved earlier and is still writing: wait for its release store
+                      // (acquire pairs with it).
+                      const std::uint64_t word = wait_for(slot, full_seq(turn));
+                      out[i] = static_cast<task_id>(static_cast<std::uint32_t>(word));
+                      slot.store(static_cast<std::uint64_t>(free_seq(turn + 1)) << 32, cuda::std::memory_order_release);
+                    });
   }
 
   CANOPY_HD bool try_pop(task_id& out) const { return try_pop(&out, 1) == 1; }
 
  private:
+  // Moves up to `want` tasks through the ring, pushing or popping: reserves that many units of
+  // `budget` (free slots, items), claims as many consecutive tickets of `cursor` (tail, head),
+  // calls step(i, slot, turn) for the i-th, then hands the k units to `other` (items, free slots):
+  // release, so that whoever reserves them there also sees the slots' words. Returns k.
+  template <class Step>
+  CANOPY_HD int transfer(std::int32_t& budget, std::uint64_t& cursor, std::int32_t& other, int want, Step&& step) const {
+    const int k = reserve(budget, want);
+    if (k == 0) return 0;
+    const std::uint64_t first =
+        cuda::atomic_ref<std::uint64_t, Scope>(cursor).fetch_add(static_cast<std::uint64_t>(k), cuda::std::memory_order_relaxed);
+    const std::uint64_t cap = static_cast<std::uint64_t>(header->capacity);
+    for (int i = 0; i < k; ++i) {
+      const std::uint64_t ticket = first + static_cast<std::uint64_t>(i);
+      cuda::atomic_ref<std::uint64_t, Scope> slot(slots[ticket % cap]);
+      step(i, slot, ticket / cap);
+    }
+    cuda::atomic_ref<std::int32_t, Scope>(other).fetch_add(k, cuda::std::memory_order_release);
+    return k;
+  }
+
   // Takes min(want, counter) units from a counter that never goes negative; 0 when it is empty.
   static CANOPY_HD int reserve(std::int32_t& counter, int want) {
     cuda::atomic_ref<std::int32_t, Scope> c(counter);

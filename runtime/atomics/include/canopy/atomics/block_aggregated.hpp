@@ -22,6 +22,8 @@
 
 #if defined(__CUDACC__)
 #include <cooperative_groups.h>
+
+#include "canopy/atomics/detail/warp_sync.cuh"
 #endif
 
 namespace canopy::atomics {
@@ -47,11 +49,8 @@ class block_aggregate {
   CANOPY_HD T fetch_add(T value, Ref counter, cuda::std::memory_order order) {
     static_assert(cuda::std::is_same_v<typename Ref::value_type, T>, "counter must hold T");
 #if CANOPY_DEVICE_CODE
-    namespace cg = cooperative_groups;
-    const cg::thread_block block = cg::this_thread_block();
-    const bool first = block.thread_rank() == 0;
-    if (first) storage_.block_total = T{};
-    block.sync();
+    const cooperative_groups::thread_block block = cooperative_groups::this_thread_block();
+    detail::block_shared_init(block, storage_.block_total, T{});
     T local{};
     // Block scope, relaxed: the surrounding barriers order everything; this only counts.
     if (value != T{})
@@ -60,7 +59,7 @@ class block_aggregate {
     // __syncthreads orders every thread's earlier writes before thread 0's global atomic, so a
     // release (or acquire) order requested by the caller covers the whole block.
     block.sync();
-    if (first) {
+    if (block.thread_rank() == 0) {
       const T total = storage_.block_total;
       storage_.block_base = total == T{} ? T{} : counter.fetch_add(total, order);
     }

@@ -22,6 +22,8 @@
 
 #if defined(__CUDACC__)
 #include <cooperative_groups.h>
+
+#include "canopy/atomics/detail/warp_sync.cuh"
 #include <cooperative_groups/reduce.h>
 #endif
 
@@ -48,8 +50,7 @@ class hierarchical_max {
 #if CANOPY_DEVICE_CODE
     namespace cg = cooperative_groups;
     const cg::thread_block block = cg::this_thread_block();
-    if (block.thread_rank() == 0) storage_.block_max = cuda::std::numeric_limits<T>::lowest();
-    block.sync();
+    detail::block_shared_init(block, storage_.block_max, cuda::std::numeric_limits<T>::lowest());
     {
       // redux.sync on sm_80+ for 32-bit types: one instruction instead of 32 shared atomics.
       const cg::coalesced_group warp = cg::coalesced_threads();

@@ -47,13 +47,8 @@ CANOPY_HD CANOPY_FORCEINLINE typename Ref::value_type warp_aggregated_increment(
   using T = typename Ref::value_type;
   static_assert(cuda::std::is_integral_v<T>, "warp_aggregated_increment counts slots: integral types only");
 #if CANOPY_DEVICE_CODE
-  namespace cg = cooperative_groups;
-  const cg::coalesced_group active = cg::coalesced_threads();
-  T warp_base{};
-  if (detail::orders_before(order)) active.sync();
-  if (active.thread_rank() == 0) warp_base = counter.fetch_add(static_cast<T>(active.size()), order);
-  warp_base = active.shfl(warp_base, 0);
-  if (detail::orders_after(order)) active.sync();
+  const cooperative_groups::coalesced_group active = cooperative_groups::coalesced_threads();
+  const T warp_base = detail::group_leader_fetch_add(active, counter, static_cast<T>(active.size()), order);
   return warp_base + static_cast<T>(active.thread_rank());
 #else
   return counter.fetch_add(T{1}, order);
@@ -106,12 +101,7 @@ CANOPY_HD CANOPY_FORCEINLINE typename Ref::value_type warp_aggregated_add(Ref co
   const T before = cg::exclusive_scan(active, value);
   const T total = active.shfl(static_cast<T>(before + value), active.size() - 1);
   if (total == T{}) return T{};
-  T warp_base{};
-  if (detail::orders_before(order)) active.sync();
-  if (active.thread_rank() == 0) warp_base = counter.fetch_add(total, order);
-  warp_base = active.shfl(warp_base, 0);
-  if (detail::orders_after(order)) active.sync();
-  return static_cast<T>(warp_base + before);
+  return static_cast<T>(detail::group_leader_fetch_add(active, counter, total, order) + before);
 #else
   if (value == T{}) return T{};
   return counter.fetch_add(value, order);

@@ -36,4 +36,26 @@ __host__ __device__ constexpr bool orders_after(cuda::std::memory_order order) {
          order == cuda::std::memory_order_acq_rel || order == cuda::std::memory_order_seq_cst;
 }
 
+/// The block's first thread sets a shared-memory `slot` to `init`; every thread waits for it.
+template <class Block, class T>
+__device__ __forceinline__ void block_shared_init(const Block& block, T& slot, T init) {
+  if (block.thread_rank() == 0) slot = init;
+  block.sync();
+}
+
+/// The atomic on behalf of a converged group (a cooperative_groups::coalesced_group): its first
+/// lane adds `total` to `counter`, with the barriers `order` needs (above), and every lane gets
+/// the value the counter had before.
+template <class Group, class Ref>
+__device__ __forceinline__ typename Ref::value_type group_leader_fetch_add(const Group& active, Ref counter,
+                                                                           typename Ref::value_type total,
+                                                                           cuda::std::memory_order order) {
+  typename Ref::value_type base{};
+  if (orders_before(order)) active.sync();
+  if (active.thread_rank() == 0) base = counter.fetch_add(total, order);
+  base = active.shfl(base, 0);
+  if (orders_after(order)) active.sync();
+  return base;
+}
+
 }  // namespace canopy::atomics::detail
