@@ -92,13 +92,19 @@ inline std::string exact_run_errors(const outcome& o, const std::vector<std::uin
                                                          ", expected " + std::to_string(expect[static_cast<std::size_t>(first)]) + ")");
 }
 
-/// After a failed run: "" when no task ran twice and none read a predecessor early (a failure
-/// stops a run; it never repeats or reorders work), and no task in `never` ran.
-inline std::string failed_run_errors(const outcome& o, const std::vector<task_id>& never = {}) {
-  std::size_t repeated = 0;
-  for (unsigned r : o.runs) repeated += r > 1;
+/// After a failed run: "" when no task ran twice, none read a predecessor early, every task that
+/// ran has its expected value (when `expect` is given), and no task in `never` ran. A failure
+/// stops a run; it never repeats or reorders work.
+inline std::string failed_run_errors(const outcome& o, const std::vector<task_id>& never = {},
+                                     const std::vector<std::uint64_t>& expect = {}) {
+  std::size_t repeated = 0, wrong = 0;
+  for (std::size_t t = 0; t < o.runs.size(); ++t) {
+    repeated += o.runs[t] > 1;
+    wrong += !expect.empty() && o.runs[t] == 1 && o.value[t] != expect[t];
+  }
   std::string e;
   if (repeated != 0) e += std::to_string(repeated) + " tasks ran more than once; ";
+  if (wrong != 0) e += std::to_string(wrong) + " tasks that ran have wrong values; ";
   if (o.early != 0) e += std::to_string(o.early) + " early reads; ";
   for (task_id t : never)
     if (o.runs[static_cast<std::size_t>(t)] != 0) e += "task " + std::to_string(t) + " ran though it could never be ready; ";

@@ -1,6 +1,6 @@
 // The GPU backend: the scheduler contract (tests/common/scheduler_contract.inc) in the persistent
 // kernel, plus what only the GPU backend has: lane groups, prefetch hooks, the batch size, cached
-// graph launches, the co-residency limit, the idle-sleep cap and the GPU-only options.
+// graph launches, the idle-sleep cap and the GPU-only options.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -239,19 +239,8 @@ TEST_F(GpuTest, GraphLaunchesFollowEveryChangeOfOpsModeAndPolicy) {
   EXPECT_EQ(s.launch_updates(), 6u);
 }
 
-TEST_F(GpuTest, TooManyBlocksIsRefusedBeforeLaunch) {
-  const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(100, 1));
-  canopy::scheduler_options opt;
-  canopy::gpu_scheduler probe(g, opt);
-  opt.blocks = probe.max_blocks<oracle_ops>(opt.mode) + 1;
-  canopy::gpu_scheduler s(g, opt);
-  workspace w(g);
-  const auto r = s.run(w.ops());
-  EXPECT_EQ(r.code, canopy::status::invalid_argument);
-  EXPECT_NE(r.message.find("co-resident"), std::string::npos) << r.message;
-  const auto out = w.read();
-  for (task_id t = 0; t < g.task_count(); ++t) ASSERT_EQ(out.runs[t], 0u) << "a refused run executed task " << t;
-}
+// One block over the co-resident maximum is refused before launch: tests/gpu/stress/
+// scheduler_limits_gpu_test.cu checks it for every mode and block size 64..1024.
 
 // The idle blocks' sleep cap: automatic (4 ns per block, 2-64 us), or given; out of range is a
 // typed error at construction. Every value runs the same graph exactly.
