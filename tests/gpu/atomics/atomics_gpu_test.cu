@@ -14,7 +14,7 @@
 namespace {
 
 namespace ca = canopy::atomics;
-using canopy::test::device_buffer;
+using canopy::device_buffer;
 constexpr auto relaxed = cuda::std::memory_order_relaxed;
 using device_ref_u32 = cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>;
 
@@ -63,8 +63,8 @@ void check_increment(int n, bool divergent, cuda::std::memory_order order) {
   device_buffer<std::uint32_t> counter(1);
   device_buffer<unsigned long long> tally(1);
   device_buffer<std::int64_t> slot(static_cast<std::size_t>(n));
-  counter.fill_zero();
-  tally.fill_zero();
+  counter.fill_bytes(0);
+  tally.fill_bytes(0);
   increment_kernel<<<blocks_for(n), kBlock>>>(counter.data(), tally.data(), slot.data(), n, divergent, order);
   CANOPY_TEST_CUDA(cudaGetLastError());
   const auto slots = slot.download();
@@ -96,8 +96,8 @@ TEST_F(atomics_gpu, warp_aggregated_increment_one_atomic_per_full_warp) {
   device_buffer<std::uint32_t> counter(1);
   device_buffer<unsigned long long> tally(1);
   device_buffer<std::int64_t> slot(static_cast<std::size_t>(n));
-  counter.fill_zero();
-  tally.fill_zero();
+  counter.fill_bytes(0);
+  tally.fill_bytes(0);
   increment_kernel<<<n / kBlock, kBlock>>>(counter.data(), tally.data(), slot.data(), n, false, relaxed);
   CANOPY_TEST_CUDA(cudaGetLastError());
   // Every thread participates and nothing diverges before the call: 32x fewer atomics exactly.
@@ -123,7 +123,7 @@ TEST_P(atomics_gpu_sizes, warp_reserve_slots_and_warp_ranges) {
   device_buffer<unsigned long long> counter(1);
   device_buffer<std::int64_t> index(static_cast<std::size_t>(n)), base(static_cast<std::size_t>(n));
   device_buffer<int> count(static_cast<std::size_t>(n));
-  counter.fill_zero();
+  counter.fill_bytes(0);
   reserve_kernel<<<blocks_for(n), kBlock>>>(counter.data(), index.data(), base.data(), count.data(), n);
   CANOPY_TEST_CUDA(cudaGetLastError());
   const auto idx = index.download();
@@ -163,7 +163,7 @@ __global__ void add_kernel(unsigned long long* counter, unsigned long long* begi
 
 void check_add(int n, int modulus) {
   device_buffer<unsigned long long> counter(1), begin(static_cast<std::size_t>(n));
-  counter.fill_zero();
+  counter.fill_bytes(0);
   add_kernel<<<blocks_for(n), kBlock>>>(counter.data(), begin.data(), n, modulus);
   CANOPY_TEST_CUDA(cudaGetLastError());
   const auto b = begin.download();
@@ -213,9 +213,9 @@ TEST_P(atomics_gpu_sizes, block_aggregate_slots_and_sum) {
   device_buffer<std::uint32_t> counter(1), sum(1);
   device_buffer<unsigned long long> tally(1);
   device_buffer<std::int64_t> slot(static_cast<std::size_t>(n));
-  counter.fill_zero();
-  sum.fill_zero();
-  tally.fill_zero();
+  counter.fill_bytes(0);
+  sum.fill_bytes(0);
+  tally.fill_bytes(0);
   block_kernel<<<blocks, block>>>(counter.data(), sum.data(), tally.data(), slot.data(), n);
   CANOPY_TEST_CUDA(cudaGetLastError());
   const auto slots = slot.download();
@@ -255,7 +255,7 @@ TEST_P(atomics_gpu_sizes, hierarchical_max_known_maximum_one_atomic_per_block) {
   device_buffer<std::int32_t> global(std::vector<std::int32_t>{cuda::std::numeric_limits<std::int32_t>::lowest()});
   device_buffer<unsigned long long> tally(1);
   device_buffer<std::int32_t> block_result(static_cast<std::size_t>(n));
-  tally.fill_zero();
+  tally.fill_bytes(0);
   max_kernel<<<blocks, kBlock>>>(global.data(), tally.data(), block_result.data(), n);
   CANOPY_TEST_CUDA(cudaGetLastError());
   EXPECT_EQ(global.download()[0], 12345);
@@ -302,9 +302,9 @@ TEST_P(reduce_by_key_gpu, per_bin_sums_match_closed_form) {
   device_buffer<unsigned long long> sums(kBins);
   device_buffer<float> halves(kBins);
   device_buffer<unsigned> counts(kBins);
-  sums.fill_zero();
-  halves.fill_zero();
-  counts.fill_zero();
+  sums.fill_bytes(0);
+  halves.fill_bytes(0);
+  counts.fill_bytes(0);
   by_key_kernel<<<blocks_for(n), kBlock>>>(sums.data(), halves.data(), n, run);
   by_key_shared_kernel<<<blocks_for(n), kBlock>>>(counts.data(), n, run);
   CANOPY_TEST_CUDA(cudaGetLastError());

@@ -15,7 +15,7 @@
 namespace {
 
 using canopy::test::dag_shape;
-using canopy::test::device_buffer;
+using canopy::device_buffer;
 
 class dag_gpu : public canopy::test::gpu_test, public ::testing::WithParamInterface<canopy::mode> {};
 
@@ -45,7 +45,7 @@ TEST_P(dag_gpu, random_dags_equal_the_topological_reference) {
         o.blocks = seed == 1 ? 0 : static_cast<int>(seed) * 7;  // all co-resident, then small grids
         canopy::gpu_scheduler sched(g, o);
         for (int run = 0; run < 2; ++run) {  // the second run checks the counters' reset
-          values.fill_zero();
+          values.fill_bytes(0);
           const auto r = sched.run(ops);
           ASSERT_TRUE(r.ok()) << "run " << run << ": " << canopy::to_string(r.code) << ": " << r.message;
           ASSERT_EQ(values.download(), expected) << "run " << run;

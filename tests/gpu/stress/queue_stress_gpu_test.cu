@@ -144,9 +144,9 @@ __global__ void count_bad(const unsigned int* seen, std::uint64_t total, unsigne
 class QueueStress : public canopy::test::gpu_test {
  protected:
   // After a stress kernel: every id in [0, total) seen exactly once, no timeout.
-  void expect_exactly_once(const char* what, const canopy::test::device_buffer<unsigned int>& seen, std::uint64_t total,
-                           const canopy::test::device_buffer<progress>& prog, double seconds) {
-    canopy::test::device_buffer<unsigned long long> bad(2);
+  void expect_exactly_once(const char* what, const canopy::device_buffer<unsigned int>& seen, std::uint64_t total,
+                           const canopy::device_buffer<progress>& prog, double seconds) {
+    canopy::device_buffer<unsigned long long> bad(2);
     CANOPY_TEST_CUDA(cudaMemset(bad.data(), 0, sizeof(unsigned long long)));
     CANOPY_TEST_CUDA(cudaMemset(bad.data() + 1, 0xff, sizeof(unsigned long long)));
     count_bad<<<1024, 256>>>(seen.data(), total, bad.data(), bad.data() + 1);
@@ -162,12 +162,9 @@ class QueueStress : public canopy::test::gpu_test {
   }
 
   int co_resident(const void* kernel, int threads, std::size_t smem) {
-    int per_sm = 0, device = 0;
-    cudaDeviceProp prop{};
-    cudaGetDevice(&device);
-    cudaGetDeviceProperties(&prop, device);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem);
-    return per_sm * prop.multiProcessorCount;
+    int per_sm = 0;
+    CANOPY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+    return per_sm * sm_count();
   }
 
   template <class... Args>
@@ -187,12 +184,12 @@ class QueueStress : public canopy::test::gpu_test {
     ASSERT_GT(grid, 0);
     const std::uint64_t workers = static_cast<std::uint64_t>(grid) * threads;
     const std::uint64_t per_thread = (total + workers - 1) / workers;
-    canopy::test::device_buffer<canopy::detail::ring_header> header(std::vector<canopy::detail::ring_header>{canopy::detail::ring_header::empty(capacity)});
-    canopy::test::device_buffer<std::uint64_t> slots(static_cast<std::size_t>(capacity));
-    slots.fill_zero();
-    canopy::test::device_buffer<unsigned int> seen(total);
-    seen.fill_zero();
-    canopy::test::device_buffer<progress> prog(std::vector<progress>{progress{0, 0}});
+    canopy::device_buffer<canopy::detail::ring_header> header(std::vector<canopy::detail::ring_header>{canopy::detail::ring_header::empty(capacity)});
+    canopy::device_buffer<std::uint64_t> slots(static_cast<std::size_t>(capacity));
+    slots.fill_bytes(0);
+    canopy::device_buffer<unsigned int> seen(total);
+    seen.fill_bytes(0);
+    canopy::device_buffer<progress> prog(std::vector<progress>{progress{0, 0}});
     const auto t0 = std::chrono::steady_clock::now();
     launch_cooperative(global_ring_kernel, grid, threads, 0, ring{header.data(), slots.data()}, per_thread, total, seen.data(),
                        prog.data());
@@ -205,13 +202,13 @@ class QueueStress : public canopy::test::gpu_test {
     ASSERT_GT(grid, 1);
     const std::uint64_t workers = static_cast<std::uint64_t>(grid) * threads;
     const std::uint64_t per_thread = (total + workers - 1) / workers;
-    canopy::test::device_buffer<canopy::detail::ring_header> headers(
+    canopy::device_buffer<canopy::detail::ring_header> headers(
         std::vector<canopy::detail::ring_header>(static_cast<std::size_t>(grid), canopy::detail::ring_header::empty(capacity)));
-    canopy::test::device_buffer<std::uint64_t> slots(static_cast<std::size_t>(grid) * capacity);
-    slots.fill_zero();
-    canopy::test::device_buffer<unsigned int> seen(total);
-    seen.fill_zero();
-    canopy::test::device_buffer<progress> prog(std::vector<progress>{progress{0, 0}});
+    canopy::device_buffer<std::uint64_t> slots(static_cast<std::size_t>(grid) * capacity);
+    slots.fill_bytes(0);
+    canopy::device_buffer<unsigned int> seen(total);
+    seen.fill_bytes(0);
+    canopy::device_buffer<progress> prog(std::vector<progress>{progress{0, 0}});
     const auto t0 = std::chrono::steady_clock::now();
     launch_cooperative(shared_rings_kernel, grid, threads, 0, headers.data(), slots.data(), capacity, per_thread, total, seen.data(),
                        prog.data());
@@ -221,11 +218,11 @@ class QueueStress : public canopy::test::gpu_test {
   void run_local(std::uint64_t total, int capacity, const char* what) {
     const int grid = 8 * sm_count();
     const std::uint64_t per_block = (total + grid - 1) / grid;
-    canopy::test::device_buffer<unsigned int> seen(total);
-    seen.fill_zero();
-    canopy::test::device_buffer<unsigned int> order_errors(1);
-    order_errors.fill_zero();
-    canopy::test::device_buffer<progress> prog(std::vector<progress>{progress{0, 0}});
+    canopy::device_buffer<unsigned int> seen(total);
+    seen.fill_bytes(0);
+    canopy::device_buffer<unsigned int> order_errors(1);
+    order_errors.fill_bytes(0);
+    canopy::device_buffer<progress> prog(std::vector<progress>{progress{0, 0}});
     const auto t0 = std::chrono::steady_clock::now();
     local_ring_kernel<<<grid, 32, sizeof(task_id) * capacity>>>(capacity, per_block, total, seen.data(), order_errors.data(), prog.data());
     CANOPY_TEST_CUDA(cudaGetLastError());
@@ -236,8 +233,8 @@ class QueueStress : public canopy::test::gpu_test {
 
   int sm_count() {
     int device = 0, sms = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    CANOPY_CUDA_TRY(cudaGetDevice(&device));
+    CANOPY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     return sms;
   }
 };

@@ -140,9 +140,9 @@ TEST_F(SchedulerLimits, RunBesideAKernelHoldingSMsCompletesOrTimesOut) {
     EXPECT_TRUE(r.ok()) << r.message;
     EXPECT_EQ(run.check(expect), "");
   }
-  cudaStreamDestroy(side);
-  cudaStreamDestroy(main_stream);
-  cudaFreeHost(flags);
+  CANOPY_TEST_CUDA(cudaStreamDestroy(side));
+  CANOPY_TEST_CUDA(cudaStreamDestroy(main_stream));
+  CANOPY_TEST_CUDA(cudaFreeHost(flags));
 }
 
 }  // namespace

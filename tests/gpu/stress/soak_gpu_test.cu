@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "canopy/cuda/event.hpp"
 #include "canopy/gpu_scheduler.cuh"
 #include "canopy/trees/device_octree.cuh"
 #include "canopy/trees/generators.hpp"
@@ -48,18 +49,11 @@ double percentile(std::vector<double> v, double q) {
 // Times one call of `f` (enqueue and wait) with CUDA events on the default stream.
 template <class F>
 double event_us(F&& f) {
-  cudaEvent_t a = nullptr, b = nullptr;
-  EXPECT_EQ(cudaEventCreate(&a), cudaSuccess);
-  EXPECT_EQ(cudaEventCreate(&b), cudaSuccess);
-  EXPECT_EQ(cudaEventRecord(a), cudaSuccess);
+  canopy::cuda_event a, b;
+  a.record();
   f();
-  EXPECT_EQ(cudaEventRecord(b), cudaSuccess);
-  EXPECT_EQ(cudaEventSynchronize(b), cudaSuccess);
-  float ms = 0;
-  EXPECT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
-  (void)cudaEventDestroy(a);
-  (void)cudaEventDestroy(b);
-  return 1000.0 * static_cast<double>(ms);
+  b.record();
+  return 1000.0 * static_cast<double>(canopy::elapsed_ms(a, b));
 }
 
 TEST_F(Soak, ThousandRandomAccumulationsAllValidated) {

@@ -48,17 +48,17 @@ struct mix_ops {
 /// Device copies of a graph's predecessor lists and the outputs of mix_ops.
 struct mix_run {
   const task_graph& g;
-  test::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
-  test::device_buffer<task_id> preds{g.predecessors().empty() ? std::vector<task_id>{0} : g.predecessors()};
-  test::device_buffer<unsigned long long> value{static_cast<std::size_t>(std::max(1, g.task_count()))};
-  test::device_buffer<unsigned int> runs{static_cast<std::size_t>(std::max(1, g.task_count()))};
-  test::device_buffer<unsigned int> early{1};
+  canopy::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
+  canopy::device_buffer<task_id> preds{g.predecessors().empty() ? std::vector<task_id>{0} : g.predecessors()};
+  canopy::device_buffer<unsigned long long> value{static_cast<std::size_t>(std::max(1, g.task_count()))};
+  canopy::device_buffer<unsigned int> runs{static_cast<std::size_t>(std::max(1, g.task_count()))};
+  canopy::device_buffer<unsigned int> early{1};
   explicit mix_run(const task_graph& graph) : g(graph) {}
 
   mix_ops ops() {
-    value.fill_zero();
-    runs.fill_zero();
-    early.fill_zero();
+    value.fill_bytes(0);
+    runs.fill_bytes(0);
+    early.fill_bytes(0);
     return mix_ops{pred_offsets.data(), preds.data(), value.data(), runs.data(), early.data()};
   }
   /// Describes what is wrong with the last run's outputs ("" when every task ran once, in order,

@@ -1,7 +1,7 @@
-// Random graph shapes and the value every task must compute, shared by the CPU stress test and the
-// GPU stress tests (tests/gpu/stress). value[t] = mix of seed_value(t) and the values of t's
-// predecessors in pred_offsets order: wrapping unsigned arithmetic, so no overflow and any lost,
-// repeated, early or stale read changes the result.
+// Random graph shapes for the stress sweep (scheduler_stress.inc, both backends), and the
+// value-mixing operation the GPU stress tests use (tests/gpu/stress/stress_common.cuh): value[t] =
+// mix of seed_value(t) and the values of t's predecessors in pred_offsets order, wrapping unsigned
+// arithmetic, so no overflow and any lost, repeated, early or stale read changes the result.
 #pragma once
 
 #include <algorithm>
