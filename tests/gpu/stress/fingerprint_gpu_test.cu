@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,33 @@ std::vector<std::pair<std::string, canopy::task_graph>> fixed_graphs() {
   return g;
 }
 
+// Block sizes to run: CANOPY_FINGERPRINT_BLOCK_SIZES (a comma list, e.g. "128,1024", so that the
+// slow -G build can run a subset inside tools/gpu-check's time budget), else 64..1024. The
+// fingerprint hashes one value per graph, which every exact configuration shares, so a subset
+// prints the same fingerprint as the full set. An unreadable list fails the test.
+std::vector<int> block_sizes() {
+  const char* env = std::getenv("CANOPY_FINGERPRINT_BLOCK_SIZES");
+  if (env == nullptr || *env == '\0') return {64, 128, 256, 512, 1024};
+  std::vector<int> sizes;
+  std::string item;
+  for (const char* c = env;; ++c) {
+    if (*c == ',' || *c == '\0') {
+      char* end = nullptr;
+      const long v = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v < 32 || v > 1024 || v % 32 != 0) {
+        ADD_FAILURE() << "CANOPY_FINGERPRINT_BLOCK_SIZES: '" << item << "' is not a multiple of 32 in 32..1024";
+        return {};
+      }
+      sizes.push_back(static_cast<int>(v));
+      item.clear();
+      if (*c == '\0') break;
+    } else {
+      item += *c;
+    }
+  }
+  return sizes;
+}
+
 std::uint64_t fnv(std::uint64_t h, std::uint64_t w) {
   for (int b = 0; b < 8; ++b) h = (h ^ ((w >> (8 * b)) & 0xff)) * 1099511628211ull;
   return h;
@@ -48,13 +76,15 @@ class Fingerprint : public canopy::test::gpu_test {};
 TEST_F(Fingerprint, EveryModeAndBlockSizeGivesTheSameCounts) {
   std::uint64_t total = 1469598103934665603ull;
   int ran = 0, refused = 0;
+  const std::vector<int> sizes = block_sizes();
+  ASSERT_FALSE(sizes.empty());
   for (const auto& [name, g] : fixed_graphs()) {
     const auto expect = canopy::testing::reference_values(g);
     canopy::testing::mix_run run(g);
     std::uint64_t first = 0;
     bool have_first = false;
     for (mode m : canopy::all_modes) {
-      for (int threads : {64, 128, 256, 512, 1024}) {
+      for (int threads : sizes) {
         canopy::scheduler_options opt;
         opt.mode = m;
         opt.threads_per_block = threads;
