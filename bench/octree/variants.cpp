@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/text.hpp"
 #include "octree_bench.hpp"
 
 namespace canopy::bench {
@@ -17,16 +18,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
-}
-
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  for (;;) {
-    const auto at = s.find(sep);
-    parts.push_back(s.substr(0, at));
-    if (at == std::string_view::npos) return parts;
-    s.remove_prefix(at + 1);
-  }
 }
 
 int parse_depth(std::string_view item, std::string_view number, int max_depth) {

@@ -15,7 +15,7 @@
 #pragma once
 
 #if !defined(__CUDACC__)
-#error "canopy/trees/group_multipole.cuh is device code: include it from .cu files only"
+#error "canopy/passes/group_multipole.cuh is device code: include it from .cu files only"
 #endif
 
 #include <canopy/lane_group.cuh>

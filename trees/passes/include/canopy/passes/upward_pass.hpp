@@ -14,7 +14,7 @@
 
 #if defined(__CUDACC__)
 #include "canopy/lane_group.cuh"
-#include "canopy/trees/group_multipole.cuh"
+#include "canopy/passes/group_multipole.cuh"
 #endif
 
 namespace canopy::trees {

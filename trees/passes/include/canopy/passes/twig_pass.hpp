@@ -26,12 +26,12 @@
 #include "canopy/task_graph.hpp"
 #include "canopy/trees/multipole.hpp"
 #include "canopy/trees/octree.hpp"
-#include "canopy/trees/upward_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
 
 #if defined(__CUDACC__)
 #include "canopy/lane_group.cuh"
 #include "canopy/prefetch.cuh"
-#include "canopy/trees/group_multipole.cuh"
+#include "canopy/passes/group_multipole.cuh"
 #endif
 
 namespace canopy::trees {
