@@ -59,13 +59,6 @@ struct bench_cli {
 
 // An output file's folder must exist and the name must not be a folder: checked before minutes of
 // benchmarking, not after.
-void check_output(const std::string& option, const fs::path& path) {
-  const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw usage_error(option + " " + path.string(), "directory does not exist");
-  if (fs::is_directory(path, ec)) throw usage_error(option + " " + path.string(), "is a directory");
-}
-
 // --plot F: F.png and F.svg; an extension .png or .svg given anyway is dropped.
 fs::path plot_stem(const std::string& plot) {
   fs::path p = plot;
@@ -203,12 +196,12 @@ std::vector<cb::tree_case> trees_to_run(const bench_cli& o, const CLI::App& cmd)
 int run_bench(const bench_cli& o, const CLI::App& cmd) {
   // Everything the user gave is checked before the first tree is built.
   const auto trees_list = trees_to_run(o, cmd);
-  if (!o.json.empty()) check_output("--json", o.json);
-  if (!o.csv.empty()) check_output("--csv", o.csv);
+  if (!o.json.empty()) check_output_path("--json " + o.json, o.json);
+  if (!o.csv.empty()) check_output_path("--csv " + o.csv, o.csv);
   fs::path stem;
   if (!o.plot.empty()) {
     stem = plot_stem(o.plot);
-    check_output("--plot", fs::path(stem.string() + ".png"));
+    check_output_path("--plot " + stem.string() + ".png", fs::path(stem.string() + ".png"));
   }
   if (o.reps < 20)
     spdlog::warn("--reps {}: fewer than the 20 timed runs the design asks for behind a reported median", o.reps);

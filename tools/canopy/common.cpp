@@ -136,12 +136,16 @@ loaded_tree load_tree(const std::string& spec, const tree_options& options) {
 
 void stage::done(const std::string& what) const { spdlog::info("{} ({:.1f} ms)", what, elapsed_ms()); }
 
-void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
-  // Checked first so that the user reads which argument is wrong, not the temporary file's name.
+void check_output_path(const std::string& subject, const std::filesystem::path& path) {
   const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw usage_error(path.string(), "directory does not exist");
-  if (std::filesystem::is_directory(path, ec)) throw usage_error(path.string(), "is a directory");
+  if (!std::filesystem::is_directory(dir, ec)) throw usage_error(subject, "directory does not exist");
+  if (std::filesystem::is_directory(path, ec)) throw usage_error(subject, "is a directory");
+}
+
+void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+  // Checked first so that the user reads which argument is wrong, not the temporary file's name.
+  check_output_path(path.string(), path);
   canopy::trees::write_file_atomically(path, write);
 }
 

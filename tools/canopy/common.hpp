@@ -74,6 +74,10 @@ class stage {
   std::chrono::steady_clock::time_point start_;
 };
 
+/// Throws usage_error(subject, ...) when `path` cannot be an output file: its folder does not exist,
+/// or it is a folder. Checked before a long run, not after.
+void check_output_path(const std::string& subject, const std::filesystem::path& path);
+
 /// Writes `path` through a temporary file in the same directory and a rename
 /// (canopy::trees::write_file_atomically), so a failure leaves either the old file or none, never
 /// half of a new one; a missing directory or a directory in the way is a usage_error.
