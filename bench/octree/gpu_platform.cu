@@ -204,7 +204,7 @@ class gpu_platform final : public platform {
     if (!tree_) throw std::logic_error("gpu platform: no tree loaded");
     if (v.backend != backend_gpu) throw std::invalid_argument("gpu platform: cannot run backend " + v.backend);
     if (v.mode) {
-      trees::upward_runner& pass = tree_->pass(v.twig ? trees::pass_tasks::twig : trees::pass_tasks::node);
+      trees::upward_runner& pass = tree_->pass(v.tasks);
       return std::make_unique<scheduler_runner>(*tree_, pass, *v.mode);
     }
     const baseline_kind kind = parse_baseline_kind(v.name);  // throws std::invalid_argument

@@ -142,12 +142,11 @@ class host_platform final : public platform {
     if (tree_ == nullptr) throw std::logic_error("host platform: no tree loaded");
     if (v.backend == backend_host && v.name == "reference") return std::make_unique<reference_runner>(*tree_);
     if (v.backend == backend_cpu && v.mode) {
-      const trees::pass_tasks kind = v.twig ? trees::pass_tasks::twig : trees::pass_tasks::node;
-      auto pass = passes_.find(kind);
+      auto pass = passes_.find(v.tasks);
       if (pass == passes_.end()) {
-        trees::upward_options o{trees::pass_backend::cpu, kind, options_};
+        trees::upward_options o{trees::pass_backend::cpu, v.tasks, options_};
         o.scheduler.mode = *v.mode;
-        pass = passes_.emplace(kind, std::make_unique<trees::upward_runner>(*tree_, o)).first;
+        pass = passes_.emplace(v.tasks, std::make_unique<trees::upward_runner>(*tree_, o)).first;
       }
       return std::make_unique<cpu_runner>(*pass->second, *v.mode);
     }
