@@ -1,6 +1,7 @@
 // add_scheduler_options: the scheduler's command-line options, once for every command.
 #include "scheduler_cli.hpp"
 
+#include <array>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -14,24 +15,25 @@ namespace canopy::tool {
 
 namespace {
 
-template <class Enum, std::size_t N>
-std::vector<std::string> names_of(const std::array<Enum, N>& all) {
+// An option whose value is one of the library's names (`all`: the enum's list, `parse`: its
+// parser). The name is parsed in the option's callback, after CLI11's IsMember check has passed,
+// so a bad name fails with CLI11's message listing the library's names.
+template <class Enum, std::size_t N, class Parse>
+void add_named_option(CLI::App& cmd, const std::string& name, Enum& value, const std::array<Enum, N>& all,
+                      Parse parse, const std::string& help) {
   std::vector<std::string> names;
   for (const Enum e : all) names.emplace_back(canopy::to_string(e));
-  return names;
+  cmd.add_option_function<std::string>(name, [&value, parse](const std::string& s) { value = *parse(s); }, help)
+      ->check(CLI::IsMember(names))
+      ->default_str(std::string(canopy::to_string(value)));
 }
 
 }  // namespace
 
 void add_scheduler_options(CLI::App& cmd, canopy::scheduler_options& o, unsigned which, const char* blocks_help) {
-  // A checked name is parsed in the option's callback, after CLI11's IsMember check has passed, so
-  // a bad name fails with CLI11's message listing the library's names.
   if (which & option_mode)
-    cmd.add_option_function<std::string>(
-           "--mode", [&o](const std::string& name) { o.mode = *canopy::parse_mode(name); },
-           "scheduler mode (the seed's optimisation ladder, cumulative)")
-        ->check(CLI::IsMember(names_of(canopy::all_modes)))
-        ->default_str(std::string(canopy::to_string(o.mode)));
+    add_named_option(cmd, "--mode", o.mode, canopy::all_modes, canopy::parse_mode,
+                     "scheduler mode (the seed's optimisation ladder, cumulative)");
   if (which & option_blocks)
     cmd.add_option("--blocks", o.blocks,
                    blocks_help != nullptr ? blocks_help
@@ -48,11 +50,8 @@ void add_scheduler_options(CLI::App& cmd, canopy::scheduler_options& o, unsigned
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
   if (which & option_push_policy)
-    cmd.add_option_function<std::string>(
-           "--push-policy", [&o](const std::string& name) { o.policy = *canopy::parse_push_policy(name); },
-           "which block's shared queue receives a ready task")
-        ->check(CLI::IsMember(names_of(canopy::all_push_policies)))
-        ->default_str(std::string(canopy::to_string(o.policy)));
+    add_named_option(cmd, "--push-policy", o.policy, canopy::all_push_policies, canopy::parse_push_policy,
+                     "which block's shared queue receives a ready task");
   if (which & option_deadline)
     cmd.add_option_function<double>(
            "--deadline-ms",
