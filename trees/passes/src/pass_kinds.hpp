@@ -17,14 +17,7 @@
 namespace canopy::trees::detail {
 
 /// The arrays a pass reads and writes, in host or device memory.
-struct pass_arrays {
-  const point* points;
-  const std::int32_t* first_child;
-  const std::int32_t* child_count;
-  const std::int32_t* point_begin;
-  const std::int32_t* point_count;
-  multipole<float>* payload;
-};
+using pass_arrays = upward_arrays<float>;
 
 /// The lanes of the host ops types (host_upward_ops, host_twig_upward_ops): the CPU backend runs
 /// each task on one thread, the type only has to be the one the CPU backend always ran.
@@ -45,7 +38,7 @@ struct node_pass {
   }
   template <int Lanes>
   static upward_ops<float, Lanes> ops(const pass_arrays& a, const task_data*) {
-    return {a.points, a.first_child, a.child_count, a.point_begin, a.point_count, a.payload};
+    return {a};
   }
 };
 
@@ -61,7 +54,7 @@ struct twig_pass {
   }
   template <int Lanes>
   static twig_upward_ops<float, Lanes> ops(const pass_arrays& a, const task_data* tasks) {
-    return {tasks, a.points, a.first_child, a.child_count, a.point_begin, a.point_count, a.payload};
+    return {tasks, a};
   }
 };
 

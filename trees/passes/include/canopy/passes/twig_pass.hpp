@@ -97,15 +97,11 @@ struct twig_upward_ops {
   static constexpr int tasks_per_group = 16;
 
   const twig_task* tasks;
-  const point* points;
-  const std::int32_t* first_child;
-  const std::int32_t* child_count;
-  const std::int32_t* point_begin;
-  const std::int32_t* point_count;
-  multipole<T>* payload;
+  upward_arrays<T> arrays;
 
   CANOPY_HD void operator()(task_id t) const {
-    twig_task_serial<T>(points, first_child, child_count, point_begin, point_count, payload, tasks[t].entry);
+    const upward_arrays<T>& a = arrays;
+    twig_task_serial<T>(a.points, a.first_child, a.child_count, a.point_begin, a.point_count, a.payload, tasks[t].entry);
   }
 
 #if defined(__CUDACC__)
@@ -121,10 +117,10 @@ struct twig_upward_ops {
       multipole<float> r;
       if (entry >= 0) {
         if (children == 0) {
-          r = group_p2m(g, points + __ldg(point_begin + entry), __ldg(point_count + entry));
+          r = group_p2m(g, arrays.points + __ldg(arrays.point_begin + entry), __ldg(arrays.point_count + entry));
         } else {
           // Children were written during this run by other SMs: read them through L2.
-          r = group_merge<G, 1>(g, payload + first, children, load_through_l2{});
+          r = group_merge<G, 1>(g, arrays.payload + first, children, load_through_l2{});
         }
       } else {
         const std::int32_t node = ~entry;
@@ -132,14 +128,15 @@ struct twig_upward_ops {
         r = multipole_identity<float>();
         if (c < children) {
           const lane_group<L> sub = lane_group<L>::here();
-          r = group_p2m(sub, points + __ldg(point_begin + first + c), __ldg(point_count + first + c));
-          group_store(sub, payload + first + c, r);
+          r = group_p2m(sub, arrays.points + __ldg(arrays.point_begin + first + c),
+                        __ldg(arrays.point_count + first + c));
+          group_store(sub, arrays.payload + first + c, r);
         }
         // The twig's moments from its leaves' at once (every lane ends with the same).
-        group_store(g, payload + node, group_combine<L>(g, r));
+        group_store(g, arrays.payload + node, group_combine<L>(g, r));
         return;
       }
-      group_store(g, payload + entry, r);
+      group_store(g, arrays.payload + entry, r);
     }
   }
 
@@ -156,16 +153,17 @@ struct twig_upward_ops {
     const std::int32_t a = children == 0 ? entry : first, z = children == 0 ? entry : first + children - 1;
     if (stage == prefetch_stage::structure) {
       if (points_task) {
-        prefetch_l1(point_begin + a, static_cast<std::uint32_t>(z - a + 1) * sizeof(std::int32_t));
-        prefetch_l1(point_count + z, sizeof(std::int32_t));
+        prefetch_l1(arrays.point_begin + a, static_cast<std::uint32_t>(z - a + 1) * sizeof(std::int32_t));
+        prefetch_l1(arrays.point_count + z, sizeof(std::int32_t));
       }
       return;
     }
     if (points_task) {
-      const std::int32_t begin = __ldg(point_begin + a), end = __ldg(point_begin + z) + __ldg(point_count + z);
-      if (end > begin) prefetch_l2(points + begin, static_cast<std::uint32_t>(end - begin) * sizeof(point));
+      const std::int32_t begin = __ldg(arrays.point_begin + a);
+      const std::int32_t end = __ldg(arrays.point_begin + z) + __ldg(arrays.point_count + z);
+      if (end > begin) prefetch_l2(arrays.points + begin, static_cast<std::uint32_t>(end - begin) * sizeof(point));
     } else {
-      prefetch_l2(payload + first, static_cast<std::uint32_t>(children) * sizeof(multipole<T>));
+      prefetch_l2(arrays.payload + first, static_cast<std::uint32_t>(children) * sizeof(multipole<T>));
     }
   }
 #endif
