@@ -13,7 +13,8 @@
 // CANOPY_GPU; without it, asking for the gpu backend throws std::runtime_error saying so.
 //
 // Adding a task kind (a new pass variant) touches three files: its ops header beside
-// upward_pass.hpp, the pass_tasks list below, and its entry in src/pass_kinds.hpp.
+// upward_pass.hpp, the pass_tasks list below, and its entry in src/pass_kinds.hpp. The tool's
+// --tasks and the benchmark's MODE+KIND variants take the list from here.
 #pragma once
 
 #include <array>
