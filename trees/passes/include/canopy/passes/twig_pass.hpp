@@ -11,11 +11,12 @@
 // leaves at once with group_combine, node tasks their children with group_merge), checked against
 // the double reference like any other run.
 //
-//   const twig_graph tg = make_twig_graph(tree);                     // host, O(nodes)
-//   device_buffer tasks(tg.tasks) ...                                   // upload
-//   twig_upward_ops<float, 2> ops{tasks, points, first_child, child_count, point_begin,
-//                                  point_count, payload};
+//   const twig_graph tg = make_twig_graph(tree);                      // host, O(nodes)
+//   canopy::device_buffer<twig_task> tasks(tg.tasks);                  // upload
+//   twig_upward_ops<float, 2> ops{tasks.data(), {points, first_child, child_count, point_begin,
+//                                                point_count, payload}};
 //   scheduler.run(ops);                                                 // a scheduler over tg.graph
+// (upward_runner.hpp does all of this for a tree, on either backend.)
 #pragma once
 
 #include <cstdint>
@@ -39,8 +40,8 @@ namespace canopy::trees {
 /// One task of the twig decomposition: the node it computes (`entry`: the bitwise complement of
 /// the node, ~node < 0, for a twig; the node itself for any other task) and that node's children,
 /// so that a task starts with one 16-byte load instead of a load of its node followed by loads of
-/// the node's structure (one dependent L2 round trip less per level of a small tree: 1-1.5 us at
-/// depth 5 and 4.7% at depth 8 on an H100, bench/RESULTS.md).
+/// the node's structure: one dependent L2 round trip less per level, which is what a small tree's
+/// pass is made of (bench/RESULTS.md).
 struct alignas(16) twig_task {
   std::int32_t entry;
   std::int32_t first_child;  // -1 for a leaf
@@ -89,11 +90,11 @@ template <class T, int LeafLanes = 2>
 struct twig_upward_ops {
   static_assert(LeafLanes == 1 || LeafLanes == 2 || LeafLanes == 4, "LeafLanes: 1, 2 or 4");
   static constexpr int group_size = 8 * LeafLanes;
-  /// A twig moves 8 leaves' points: 8 of them per group and batch instead of the scheduler's 4
-  /// made depth 8 5% faster and a 16M-point Plummer tree 3% on an H100; with the prefetch hints
-  /// below, 16 made depth 8 another 1.5% faster (1860-1879 -> 1832-1840 us). It is an upper
-  /// bound: capped at the group size (8 when LeafLanes is 1), and lowered by the run for trees
-  /// with few twigs per block (run_batch_max: depth 7 and the Plummer tree run 7; bench/RESULTS.md).
+  /// A twig moves 8 leaves' points, so a group takes more of them per batch than the scheduler's
+  /// default of 4: fewer fetches per byte moved, and with the prefetch hints below the next
+  /// tasks' points are on their way while these run (bench/RESULTS.md). It is an upper bound:
+  /// capped at the group size (8 when LeafLanes is 1), and lowered by the run for trees with few
+  /// twigs per block (run_batch_max).
   static constexpr int tasks_per_group = 16;
 
   const twig_task* tasks;

@@ -84,9 +84,8 @@ inline task_graph make_upward_graph(const octree& tree) {
 }
 
 /// Lanes per node that suit `tree` on the GPU: about four points per lane, so that each lane keeps
-/// four 16-byte loads in flight: mean leaf size >= 32 -> 8, >= 16 -> 4, else 2. (On an H100, depth
-/// 8 with 8 points per leaf ran 1.3x faster with 2 lanes than with 1 and 1.7x faster than with 8;
-/// bench/RESULTS.md.)
+/// four 16-byte loads in flight: mean leaf size >= 32 -> 8, >= 16 -> 4, else 2. Fewer lanes leave
+/// loads unissued; more leave lanes idle on small leaves (measured by leaf size in bench/RESULTS.md).
 inline int upward_lanes(const octree& tree) {
   if (tree.leaves.empty()) return 2;
   const double mean_leaf = static_cast<double>(tree.points.size()) / static_cast<double>(tree.leaves.size());
