@@ -51,7 +51,11 @@ class gpu_engine final : public upward_runner::engine {
         data_(std::move(data)),
         task_data_(prepared.data),
         sched_(prepared.graph, options.scheduler),
-        ops_(make_ops(data_, task_data_)) {}
+        ops_(make_ops(data_, task_data_)) {
+    // A copy from pageable memory may return before its DMA lands; a run on a non-blocking
+    // stream would not wait for it (as in device_octree's constructor).
+    if (!task_data_.empty()) CANOPY_CUDA_TRY(cudaStreamSynchronize(nullptr));
+  }
 
   canopy::run_result run(CUstream_st* stream) override { return sched_.run(ops_, stream); }
   timed_run run_timed() override {
