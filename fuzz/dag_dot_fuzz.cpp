@@ -1,11 +1,11 @@
-// libFuzzer target: the Graphviz DOT DAG reader (canopy/trees/dag_io.hpp) over arbitrary text.
+// libFuzzer target: the Graphviz DOT DAG reader (canopy/dags/dag_io.hpp) over arbitrary text.
 // Rejections must be one of the documented typed errors: canopy::trees::input_error (malformed
 // DOT, undirected graph, bad weight, duplicate edge), canopy::trees::graph_error (cycle,
 // self-loop) or canopy::error (from task_graph::from_edges). Anything else escaping is a crash.
 // An accepted graph must be schedulable: a serial topological evaluation reaches every task.
 #include <canopy/status.hpp>
 #include <canopy/task_graph.hpp>
-#include <canopy/trees/dag_io.hpp>
+#include <canopy/dags/dag_io.hpp>
 #include <canopy/trees/errors.hpp>
 
 #include <cstddef>

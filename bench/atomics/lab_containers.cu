@@ -141,19 +141,19 @@ void run_containers(context& ctx, std::uint64_t size) {
   {
     device_buffer<std::uint32_t> counts(size + 1);
     count_elements<<<blocks_for(size + 1), block_size, 0, ctx.stream>>>(counts.data(), n);
-    CANOPY_CUDA_CHECK(cudaGetLastError());
+    CANOPY_CUDA_TRY(cudaGetLastError());
     std::size_t temp_bytes = 0;
-    CANOPY_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, counts.data(), offsets.data(),
+    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, temp_bytes, counts.data(), offsets.data(),
                                                     static_cast<std::int64_t>(size + 1), ctx.stream));
     device_buffer<unsigned char> temp(temp_bytes);
-    CANOPY_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.data(), temp_bytes, counts.data(), offsets.data(),
+    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(temp.data(), temp_bytes, counts.data(), offsets.data(),
                                                     static_cast<std::int64_t>(size + 1), ctx.stream));
-    CANOPY_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    CANOPY_CUDA_TRY(cudaStreamSynchronize(ctx.stream));
   }
-  const std::uint32_t total = offsets.download_one(size);
+  const std::uint32_t total = download_one(offsets, size);
   values = device_buffer<float>(total);
   fill_elements<<<blocks_for(size), block_size, 0, ctx.stream>>>(offsets.data(), values.data(), n);
-  CANOPY_CUDA_CHECK(cudaGetLastError());
+  CANOPY_CUDA_TRY(cudaGetLastError());
 
   const oracle expect = host_oracle(size);
   device_buffer<unsigned> result(1);
@@ -163,22 +163,22 @@ void run_containers(context& ctx, std::uint64_t size) {
     variant v;
     v.name = std::move(name);
     v.baseline = baseline;
-    v.reset = [&](cudaStream_t s) { CANOPY_CUDA_CHECK(cudaMemsetAsync(result.data(), 0, sizeof(unsigned), s)); };
+    v.reset = [&](cudaStream_t s) { CANOPY_CUDA_TRY(cudaMemsetAsync(result.data(), 0, sizeof(unsigned), s)); };
     v.run = [&, plain](cudaStream_t s) {
       plain<<<blocks_for(size), block_size, 0, s>>>(offsets.data(), values.data(), n, result.data(), nullptr);
     };
     v.check = [&]() -> std::string {
-      const unsigned got = result.download_one();
+      const unsigned got = download_one(result);
       if (got == expect.over) return {};
       return "counted " + std::to_string(got) + " containers over the limit, expected " + std::to_string(expect.over);
     };
     v.counted_run = [&, counted](cudaStream_t s) -> std::uint64_t {
-      CANOPY_CUDA_CHECK(cudaMemsetAsync(result.data(), 0, sizeof(unsigned), s));
-      CANOPY_CUDA_CHECK(cudaMemsetAsync(tally.data(), 0, sizeof(unsigned long long), s));
+      CANOPY_CUDA_TRY(cudaMemsetAsync(result.data(), 0, sizeof(unsigned), s));
+      CANOPY_CUDA_TRY(cudaMemsetAsync(tally.data(), 0, sizeof(unsigned long long), s));
       counted<<<blocks_for(size), block_size, 0, s>>>(offsets.data(), values.data(), n, result.data(), tally.data());
-      CANOPY_CUDA_CHECK(cudaGetLastError());
-      CANOPY_CUDA_CHECK(cudaStreamSynchronize(s));
-      return tally.download_one();
+      CANOPY_CUDA_TRY(cudaGetLastError());
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(s));
+      return download_one(tally);
     };
     return v;
   };

@@ -49,15 +49,15 @@ void run_copy(context& ctx, std::uint64_t size) {
   device_buffer<int> in(size), out(size);
   device_buffer<unsigned long long> mismatches(1);
   fill<<<blocks_for(size), block_size, 0, ctx.stream>>>(in.data(), n);
-  CANOPY_CUDA_CHECK(cudaGetLastError());
+  CANOPY_CUDA_TRY(cudaGetLastError());
   const unsigned max_blocks = static_cast<unsigned>(ctx.device.sm_count) * 16u;
 
-  auto reset = [&](cudaStream_t s) { CANOPY_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.bytes(), s)); };
+  auto reset = [&](cudaStream_t s) { CANOPY_CUDA_TRY(cudaMemsetAsync(out.data(), 0xff, out.bytes(), s)); };
   auto check = [&]() -> std::string {
-    CANOPY_CUDA_CHECK(cudaMemsetAsync(mismatches.data(), 0, sizeof(unsigned long long), ctx.stream));
+    CANOPY_CUDA_TRY(cudaMemsetAsync(mismatches.data(), 0, sizeof(unsigned long long), ctx.stream));
     count_mismatches<<<max_blocks, block_size, 0, ctx.stream>>>(in.data(), out.data(), n, mismatches.data());
-    CANOPY_CUDA_CHECK(cudaGetLastError());
-    const unsigned long long bad = mismatches.download_one();
+    CANOPY_CUDA_TRY(cudaGetLastError());
+    const unsigned long long bad = download_one(mismatches);
     return bad == 0 ? std::string() : std::to_string(bad) + " elements differ from the source";
   };
   using copy_fn = void (*)(const int*, int*, std::uint32_t);
@@ -80,7 +80,7 @@ void run_copy(context& ctx, std::uint64_t size) {
     v.name = "cudaMemcpy";
     v.reset = reset;
     v.run = [&](cudaStream_t s) {
-      CANOPY_CUDA_CHECK(cudaMemcpyAsync(out.data(), in.data(), in.bytes(), cudaMemcpyDeviceToDevice, s));
+      CANOPY_CUDA_TRY(cudaMemcpyAsync(out.data(), in.data(), in.bytes(), cudaMemcpyDeviceToDevice, s));
     };
     v.check = check;
     variants.push_back(std::move(v));

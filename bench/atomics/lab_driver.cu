@@ -46,7 +46,7 @@ result_row make_row(const experiment_spec& spec, const variant& v) {
 void stop_if_context_lost() {
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess)
-    throw cuda_error(err, std::string("CUDA context lost: ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+    throw cuda_error(err, "CUDA context lost: " + cuda_message(err));
   (void)cudaGetLastError();
 }
 
@@ -68,8 +68,8 @@ std::vector<std::pair<std::string, std::uint64_t>> measure(context& ctx, const e
       // 1. One run, checked against the host result before any time counts.
       if (v.reset) v.reset(ctx.stream);
       v.run(ctx.stream);
-      CANOPY_CUDA_CHECK(cudaGetLastError());
-      CANOPY_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+      CANOPY_CUDA_TRY(cudaGetLastError());
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(ctx.stream));
       if (std::string wrong = v.check(); !wrong.empty()) {
         fail(wrong);
         continue;
@@ -129,7 +129,7 @@ void report_counts(context& ctx, const experiment_spec& spec,
 
 bool fits_or_skip(context& ctx, const std::string& experiment, std::uint64_t size, double bytes) {
   std::size_t free_bytes = 0, total_bytes = 0;
-  CANOPY_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  CANOPY_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
   const double margin = 512.0 * (1 << 20);  // CUB temporaries, the driver's own needs
   if (bytes + margin <= static_cast<double>(free_bytes)) return true;
   result_row row;
@@ -196,7 +196,7 @@ int run_atomics_lab(const atomics_lab_options& options) {
       return 2;
     }
   }
-  if (!device_present()) {
+  if (!canopy::gpu_available()) {
     std::cerr << "atomics lab: no CUDA device; nothing to measure\n";
     return 77;
   }
@@ -204,7 +204,7 @@ int run_atomics_lab(const atomics_lab_options& options) {
   result_table table("atomics_lab");
   lab::context ctx{options, table, {}, 0, nullptr, false};
   try {
-    CANOPY_CUDA_CHECK(cudaSetDevice(options.device));
+    CANOPY_CUDA_TRY(cudaSetDevice(options.device));
     ctx.device = query_device(options.device);
     ctx.copy_gb_per_s = measure_copy_bandwidth();
   } catch (const std::exception& e) {
@@ -246,7 +246,7 @@ int run_atomics_lab(const atomics_lab_options& options) {
         row.experiment = e;
         row.variant = "*";
         row.size = n;
-        if (err.code() == cudaErrorMemoryAllocation) {
+        if (err.cuda_code() == cudaErrorMemoryAllocation) {
           (void)cudaGetLastError();
           row.status = row_status::skipped;
           row.note = "out of device memory";

@@ -92,9 +92,9 @@ void run_filter(context& ctx, std::uint64_t size) {
   device_buffer<int> cub_count(1);
   device_buffer<unsigned long long> tally(1);
   generate<<<blocks_for(size), block_size, 0, ctx.stream>>>(src.data(), n);
-  CANOPY_CUDA_CHECK(cudaGetLastError());
+  CANOPY_CUDA_TRY(cudaGetLastError());
   std::size_t cub_temp_bytes = 0;
-  CANOPY_CUDA_CHECK(cub::DeviceSelect::If(nullptr, cub_temp_bytes, src.data(), dst.data(), cub_count.data(),
+  CANOPY_CUDA_TRY(cub::DeviceSelect::If(nullptr, cub_temp_bytes, src.data(), dst.data(), cub_count.data(),
                                           static_cast<std::int64_t>(size), positive{}, ctx.stream));
   device_buffer<unsigned char> cub_temp(cub_temp_bytes);
 
@@ -121,9 +121,9 @@ void run_filter(context& ctx, std::uint64_t size) {
   // dst is cleared before every run (0 is never a valid output), so a variant cannot pass on
   // what the previous one left behind.
   auto reset = [&](cudaStream_t s) {
-    CANOPY_CUDA_CHECK(cudaMemsetAsync(count.data(), 0, sizeof(unsigned), s));
-    CANOPY_CUDA_CHECK(cudaMemsetAsync(cub_count.data(), 0, sizeof(int), s));
-    CANOPY_CUDA_CHECK(cudaMemsetAsync(dst.data(), 0, dst.bytes(), s));
+    CANOPY_CUDA_TRY(cudaMemsetAsync(count.data(), 0, sizeof(unsigned), s));
+    CANOPY_CUDA_TRY(cudaMemsetAsync(cub_count.data(), 0, sizeof(int), s));
+    CANOPY_CUDA_TRY(cudaMemsetAsync(dst.data(), 0, dst.bytes(), s));
   };
   auto check_output = [&](std::uint64_t got) -> std::string {
     if (got != expect.kept)
@@ -156,14 +156,14 @@ void run_filter(context& ctx, std::uint64_t size) {
     v.run = [&, plain](cudaStream_t s) {
       plain<<<blocks_for(size), block_size, 0, s>>>(src.data(), dst.data(), n, count.data(), nullptr);
     };
-    v.check = [&]() { return check_output(count.download_one()); };
+    v.check = [&]() { return check_output(download_one(count)); };
     v.counted_run = [&, counted](cudaStream_t s) -> std::uint64_t {
       reset(s);
-      CANOPY_CUDA_CHECK(cudaMemsetAsync(tally.data(), 0, sizeof(unsigned long long), s));
+      CANOPY_CUDA_TRY(cudaMemsetAsync(tally.data(), 0, sizeof(unsigned long long), s));
       counted<<<blocks_for(size), block_size, 0, s>>>(src.data(), dst.data(), n, count.data(), tally.data());
-      CANOPY_CUDA_CHECK(cudaGetLastError());
-      CANOPY_CUDA_CHECK(cudaStreamSynchronize(s));
-      return tally.download_one();
+      CANOPY_CUDA_TRY(cudaGetLastError());
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(s));
+      return download_one(tally);
     };
     return v;
   };
@@ -178,11 +178,11 @@ void run_filter(context& ctx, std::uint64_t size) {
     v.reset = reset;
     v.run = [&](cudaStream_t s) {
       std::size_t bytes = cub_temp_bytes;
-      CANOPY_CUDA_CHECK(cub::DeviceSelect::If(cub_temp.data(), bytes, src.data(), dst.data(), cub_count.data(),
+      CANOPY_CUDA_TRY(cub::DeviceSelect::If(cub_temp.data(), bytes, src.data(), dst.data(), cub_count.data(),
                                               static_cast<std::int64_t>(size), positive{}, s));
     };
     v.check = [&]() {
-      const int got = cub_count.download_one();
+      const int got = download_one(cub_count);
       return got < 0 ? std::string("negative count") : check_output(static_cast<std::uint64_t>(got));
     };
     variants.push_back(std::move(v));

@@ -106,7 +106,7 @@ void run_max(context& ctx, std::uint64_t size) {
   device_buffer<int> a(size), b(size), c(size), d(size), result(1);
   device_buffer<unsigned long long> tally(1);
   generate<<<blocks_for(size), block_size, 0, ctx.stream>>>(a.data(), b.data(), c.data(), d.data(), n);
-  CANOPY_CUDA_CHECK(cudaGetLastError());
+  CANOPY_CUDA_TRY(cudaGetLastError());
   const inputs in{a.data(), b.data(), c.data(), d.data(), n};
 
   const int expected_max = [&] {
@@ -129,17 +129,17 @@ void run_max(context& ctx, std::uint64_t size) {
     v.reset = [&](cudaStream_t s) { set_int<<<1, 1, 0, s>>>(result.data(), INT_MIN); };
     v.run = [&, plain](cudaStream_t s) { plain<<<blocks_for(size), block_size, 0, s>>>(in, result.data(), nullptr); };
     v.check = [&]() -> std::string {
-      const int got = result.download_one();
+      const int got = download_one(result);
       if (got == expected_max) return {};
       return "maximum " + std::to_string(got) + ", expected " + std::to_string(expected_max);
     };
     v.counted_run = [&, counted](cudaStream_t s) -> std::uint64_t {
       set_int<<<1, 1, 0, s>>>(result.data(), INT_MIN);
-      CANOPY_CUDA_CHECK(cudaMemsetAsync(tally.data(), 0, sizeof(unsigned long long), s));
+      CANOPY_CUDA_TRY(cudaMemsetAsync(tally.data(), 0, sizeof(unsigned long long), s));
       counted<<<blocks_for(size), block_size, 0, s>>>(in, result.data(), tally.data());
-      CANOPY_CUDA_CHECK(cudaGetLastError());
-      CANOPY_CUDA_CHECK(cudaStreamSynchronize(s));
-      return tally.download_one();
+      CANOPY_CUDA_TRY(cudaGetLastError());
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(s));
+      return download_one(tally);
     };
     return v;
   };

@@ -37,9 +37,9 @@ baseline_options resolve(const octree_ref& tree, const baseline_options& request
 int sm_count() {
   thread_local int cached_device = -1, cached_sms = 0;
   int device = 0;
-  CANOPY_TREES_CUDA_CHECK(cudaGetDevice(&device));
+  CANOPY_CUDA_TRY(cudaGetDevice(&device));
   if (device != cached_device) {
-    CANOPY_TREES_CUDA_CHECK(cudaDeviceGetAttribute(&cached_sms, cudaDevAttrMultiProcessorCount, device));
+    CANOPY_CUDA_TRY(cudaDeviceGetAttribute(&cached_sms, cudaDevAttrMultiProcessorCount, device));
     cached_device = device;
   }
   return cached_sms;
@@ -146,7 +146,7 @@ void launch_level_kernels(const octree_ref& tree, std::span<const std::int32_t> 
       constexpr int G = decltype(g)::value, B = decltype(b)::value;
       detail::level_kernel<G, B><<<blocks_for(groups, G), detail::block_size, 0, stream>>>(tree, begin, end, out);
     });
-    CANOPY_TREES_CUDA_CHECK(cudaGetLastError());
+    CANOPY_CUDA_TRY(cudaGetLastError());
   }
 }
 
@@ -161,9 +161,9 @@ level_graph::level_graph(const octree_ref& tree, std::span<const std::int32_t> l
   // Capture on a private stream: the legacy default stream cannot be captured, and thread-local
   // capture mode keeps other threads' CUDA calls out of this graph.
   cudaStream_t capture = nullptr;
-  CANOPY_TREES_CUDA_CHECK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
+  CANOPY_CUDA_TRY(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
   try {
-    CANOPY_TREES_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
+    CANOPY_CUDA_TRY(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
     try {
       launch_level_kernels(tree, level_offset, out, capture, o);
     } catch (...) {
@@ -172,17 +172,17 @@ level_graph::level_graph(const octree_ref& tree, std::span<const std::int32_t> l
       if (partial != nullptr) (void)cudaGraphDestroy(partial);
       throw;
     }
-    CANOPY_TREES_CUDA_CHECK(cudaStreamEndCapture(capture, &graph_));
-    CANOPY_TREES_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+    CANOPY_CUDA_TRY(cudaStreamEndCapture(capture, &graph_));
+    CANOPY_CUDA_TRY(cudaGraphInstantiate(&exec_, graph_, 0));
     // Upload now so that the first replay does not pay for it.
-    CANOPY_TREES_CUDA_CHECK(cudaGraphUpload(exec_, capture));
-    CANOPY_TREES_CUDA_CHECK(cudaStreamSynchronize(capture));
+    CANOPY_CUDA_TRY(cudaGraphUpload(exec_, capture));
+    CANOPY_CUDA_TRY(cudaStreamSynchronize(capture));
   } catch (...) {
     (void)cudaStreamDestroy(capture);
     release();
     throw;
   }
-  CANOPY_TREES_CUDA_CHECK(cudaStreamDestroy(capture));
+  CANOPY_CUDA_TRY(cudaStreamDestroy(capture));
   for (std::size_t level = 0; level + 1 < level_offset.size(); ++level)
     kernel_count_ += level_offset[level + 1] > level_offset[level] ? 1 : 0;
 }
@@ -214,7 +214,7 @@ void level_graph::release() noexcept {
 
 void level_graph::launch(cudaStream_t stream) const {
   if (exec_ == nullptr) return;
-  CANOPY_TREES_CUDA_CHECK(cudaGraphLaunch(exec_, stream));
+  CANOPY_CUDA_TRY(cudaGraphLaunch(exec_, stream));
 }
 
 // ---- (c) last arriver climbs -----------------------------------------------------------------
@@ -229,15 +229,15 @@ void launch_last_arriver(const octree_ref& tree, std::int32_t* arrivals, multipo
     constexpr int G = decltype(g)::value, B = decltype(b)::value;
     detail::last_arriver_kernel<G, B><<<blocks_for(groups, G), detail::block_size, 0, stream>>>(tree, arrivals, out);
   });
-  CANOPY_TREES_CUDA_CHECK(cudaGetLastError());
+  CANOPY_CUDA_TRY(cudaGetLastError());
 }
 
 last_arriver::last_arriver(std::int32_t node_count)
     : arrivals_(static_cast<std::size_t>(node_count < 0 ? 0 : node_count)) {
   if (arrivals_.size() == 0) return;
-  CANOPY_TREES_CUDA_CHECK(cudaMemsetAsync(arrivals_.data(), 0, arrivals_.size() * sizeof(std::int32_t), nullptr));
+  arrivals_.fill_bytes(0);
   // Complete before a run on any stream (a non-blocking stream does not wait for the default one).
-  CANOPY_TREES_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(nullptr));
 }
 
 void last_arriver::launch(const octree_ref& tree, multipole<float>* out, cudaStream_t stream,

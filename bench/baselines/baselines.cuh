@@ -17,10 +17,10 @@
 //   }
 //
 // Every function only enqueues work on `stream` (nothing synchronises); launch errors throw
-// canopy::trees::cuda_error, bad arguments std::invalid_argument. See README.md beside this file.
+// canopy::cuda_error, bad arguments std::invalid_argument. See README.md beside this file.
 #pragma once
 
-#include <canopy/trees/device_octree.cuh>
+#include <canopy/passes/device_octree.cuh>
 #include <canopy/trees/multipole.hpp>
 
 #include <cuda_runtime.h>
@@ -111,7 +111,7 @@ class last_arriver {
   std::int32_t* arrivals() const noexcept { return arrivals_.data(); }
 
  private:
-  trees::detail::device_array<std::int32_t> arrivals_;
+  canopy::device_buffer<std::int32_t> arrivals_;
 };
 
 // Everything the three baselines need for one (tree, payloads) pair, prepared once: the host copy

@@ -1,6 +1,7 @@
 // GPU timing for benchmarks (nvbench's concepts in a small harness of our own): CUDA-event timing
 // of a callable with warm-up, every repetition bracketed by its own event pair; the device copy
-// bandwidth that bandwidth figures are compared against; an RAII device buffer.
+// bandwidth that bandwidth figures are compared against. Errors, device buffers and the device
+// query are the runtime's public CUDA layer (canopy/cuda/).
 //
 //   canopy::bench::timing t = canopy::bench::time_gpu(
 //       [&](cudaStream_t s) { my_kernel<<<grid, block, 0, s>>>(...); },   // timed
@@ -18,7 +19,11 @@
 #include <utility>
 #include <vector>
 
-#include "common/cuda_check.hpp"
+#include <canopy/cuda/device.hpp>
+#include <canopy/cuda/device_buffer.hpp>
+#include <canopy/cuda/error.hpp>
+#include <canopy/cuda/event.hpp>
+
 #include "common/stats.hpp"
 
 namespace canopy::bench {
@@ -53,39 +58,20 @@ timing time_gpu(Work&& work, const timing_options& options = {}, Setup&& before_
   for (int i = 0; i < options.warmup; ++i) {
     before_each(stream);
     work(stream);
-    CANOPY_CUDA_CHECK(cudaGetLastError());
+    CANOPY_CUDA_TRY(cudaGetLastError());
   }
-  std::vector<cudaEvent_t> start(static_cast<std::size_t>(options.reps)), stop(start.size());
-  for (std::size_t i = 0; i < start.size(); ++i) {
-    CANOPY_CUDA_CHECK(cudaEventCreate(&start[i]));
-    CANOPY_CUDA_CHECK(cudaEventCreate(&stop[i]));
-  }
-  auto destroy = [&] {
-    for (std::size_t i = 0; i < start.size(); ++i) {
-      (void)cudaEventDestroy(start[i]);
-      (void)cudaEventDestroy(stop[i]);
-    }
-  };
+  std::vector<canopy::cuda_event> start(static_cast<std::size_t>(options.reps)), stop(start.size());
   timing result;
-  try {
-    for (std::size_t i = 0; i < start.size(); ++i) {
-      before_each(stream);
-      CANOPY_CUDA_CHECK(cudaEventRecord(start[i], stream));
-      work(stream);
-      CANOPY_CUDA_CHECK(cudaGetLastError());
-      CANOPY_CUDA_CHECK(cudaEventRecord(stop[i], stream));
-    }
-    CANOPY_CUDA_CHECK(cudaEventSynchronize(stop.back()));
-    for (std::size_t i = 0; i < start.size(); ++i) {
-      float ms = 0;
-      CANOPY_CUDA_CHECK(cudaEventElapsedTime(&ms, start[i], stop[i]));
-      result.samples_us.push_back(1000.0 * static_cast<double>(ms));
-    }
-  } catch (...) {
-    destroy();
-    throw;
+  for (std::size_t i = 0; i < start.size(); ++i) {
+    before_each(stream);
+    start[i].record(stream);
+    work(stream);
+    CANOPY_CUDA_TRY(cudaGetLastError());
+    stop[i].record(stream);
   }
-  destroy();
+  stop.back().synchronize();
+  for (std::size_t i = 0; i < start.size(); ++i)
+    result.samples_us.push_back(1000.0 * static_cast<double>(canopy::elapsed_ms(start[i], stop[i])));
   const summary s = summarize(result.samples_us);
   result.median_us = s.median;
   result.min_us = s.min;
@@ -93,57 +79,16 @@ timing time_gpu(Work&& work, const timing_options& options = {}, Setup&& before_
   return result;
 }
 
-/// Owning device allocation of `size` elements of T (uninitialised); move-only. Throws
-/// cuda_error (cudaErrorMemoryAllocation when the device is full).
+/// One element of a device buffer, copied to the host (synchronous): a kernel's count or tally.
 template <class T>
-class device_buffer {
- public:
-  device_buffer() = default;
-  explicit device_buffer(std::size_t size) : size_(size) {
-    if (size_ != 0) CANOPY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&data_), size_ * sizeof(T)));
-  }
-  device_buffer(const device_buffer&) = delete;
-  device_buffer& operator=(const device_buffer&) = delete;
-  device_buffer(device_buffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  device_buffer& operator=(device_buffer&& other) noexcept {
-    if (this != &other) {
-      reset();
-      data_ = std::exchange(other.data_, nullptr);
-      size_ = std::exchange(other.size_, 0);
-    }
-    return *this;
-  }
-  ~device_buffer() { reset(); }
-
-  T* data() const { return data_; }
-  std::size_t size() const { return size_; }
-  std::size_t bytes() const { return size_ * sizeof(T); }
-
-  std::vector<T> download() const {
-    std::vector<T> host(size_);
-    if (size_ != 0) CANOPY_CUDA_CHECK(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost));
-    return host;
-  }
-  T download_one(std::size_t index = 0) const {
-    T value;
-    CANOPY_CUDA_CHECK(cudaMemcpy(&value, data_ + index, sizeof(T), cudaMemcpyDeviceToHost));
-    return value;
-  }
-  void upload(const std::vector<T>& host) {
-    if (host.size() != size_) throw std::invalid_argument("device_buffer::upload: size mismatch");
-    if (size_ != 0) CANOPY_CUDA_CHECK(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
-  }
-
- private:
-  void reset() noexcept {
-    if (data_ != nullptr) (void)cudaFree(data_);
-    data_ = nullptr;
-    size_ = 0;
-  }
-  T* data_ = nullptr;
-  std::size_t size_ = 0;
-};
+T download_one(const canopy::device_buffer<T>& buffer, std::size_t index = 0) {
+  if (index >= buffer.size())
+    throw canopy::error(canopy::status::invalid_argument, "download_one: index " + std::to_string(index) +
+                                                              " of a buffer of " + std::to_string(buffer.size()));
+  T value;
+  CANOPY_CUDA_TRY(cudaMemcpy(&value, buffer.data() + index, sizeof(T), cudaMemcpyDeviceToHost));
+  return value;
+}
 
 /// Device-to-device copy bandwidth in GB/s (1e9 bytes/s): cudaMemcpyDeviceToDevice of `bytes`,
 /// counting the bytes read plus the bytes written (2 * bytes per copy), median of `reps` timed
@@ -152,13 +97,13 @@ class device_buffer {
 inline double measure_copy_bandwidth(std::size_t bytes = std::size_t{1} << 30, int reps = 10,
                                      cudaStream_t stream = nullptr) {
   std::size_t free_bytes = 0, total_bytes = 0;
-  CANOPY_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  CANOPY_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
   while (bytes > (std::size_t{1} << 20) && 2 * bytes + (std::size_t{256} << 20) > free_bytes) bytes /= 2;
   device_buffer<unsigned char> src(bytes), dst(bytes);
-  CANOPY_CUDA_CHECK(cudaMemsetAsync(src.data(), 1, bytes, stream));
+  CANOPY_CUDA_TRY(cudaMemsetAsync(src.data(), 1, bytes, stream));
   const timing t = time_gpu(
       [&](cudaStream_t s) {
-        CANOPY_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, s));
+        CANOPY_CUDA_TRY(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, s));
       },
       timing_options{1, reps, stream});
   return 2.0 * static_cast<double>(bytes) / (t.median_us * 1e-6) / 1e9;
@@ -175,20 +120,10 @@ struct device_facts {
 };
 
 inline device_facts query_device(int ordinal = -1) {
-  if (ordinal < 0) CANOPY_CUDA_CHECK(cudaGetDevice(&ordinal));
+  if (ordinal < 0) CANOPY_CUDA_TRY(cudaGetDevice(&ordinal));
   cudaDeviceProp prop{};
-  CANOPY_CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
+  CANOPY_CUDA_TRY(cudaGetDeviceProperties(&prop, ordinal));
   return device_facts{ordinal, prop.name, prop.multiProcessorCount, prop.major, prop.minor, prop.totalGlobalMem};
-}
-
-/// True when the CUDA runtime sees at least one device (clears the error otherwise).
-inline bool device_present() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return count > 0;
 }
 
 }  // namespace canopy::bench

@@ -9,15 +9,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/text.hpp"
 #include "octree_bench.hpp"
-#include "text.hpp"
 
 namespace canopy::bench {
 
 namespace {
-
-using detail::grouped;
-using detail::printf_string;
 
 // "812.3 us" below 10 ms, "45.1 ms" above: what a person reads in a progress line.
 std::string human_us(double us) { return us < 1e4 ? printf_string("%.1f us", us) : printf_string("%.1f ms", us / 1e3); }
@@ -63,7 +60,7 @@ void finish_report(bench_report& report) {
     for (std::size_t i = begin; i < end; ++i) {
       const bench_entry& e = report.entries[i];
       if (e.status != entry_status::ok || e.median_us <= 0) continue;
-      if (e.variant == "mutex" && e.backend == report.backend) mutex_us = e.median_us;
+      if (e.variant == canopy::to_string(canopy::mode::mutex) && e.backend == report.backend) mutex_us = e.median_us;
       if (e.baseline && (best_us == 0 || e.median_us < best_us)) {
         best_us = e.median_us;
         best_name = e.variant;

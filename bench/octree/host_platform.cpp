@@ -3,16 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <optional>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
-#include <canopy/cpu_scheduler.hpp>
-#include <canopy/trees/twig_pass.hpp>
-#include <canopy/trees/upward_pass.hpp>
+#include <canopy/passes/upward_runner.hpp>
 
 #include "octree_bench.hpp"
 
@@ -81,49 +79,37 @@ class reference_runner final : public pass_runner {
 
 class cpu_runner final : public pass_runner {
  public:
-  /// `tasks`: the twig decomposition's tasks (twig_graph::tasks) when `graph`
-  /// is a twig graph, else null (one task per node).
-  cpu_runner(const trees::octree& tree, const canopy::task_graph& graph, canopy::scheduler_options options,
-             const std::vector<trees::twig_task>* tasks = nullptr)
-      : tree_(tree), sched_(graph, options), payloads_(static_cast<std::size_t>(tree.node_count())), tasks_(tasks) {}
+  /// `pass`: the tree's pass for the variant's task kind, shared by the variants of that kind.
+  cpu_runner(trees::upward_runner& pass, canopy::mode m) : pass_(pass), mode_(m) {}
 
   run_outcome run_once() override {
-    // NaN everywhere and a count no node has: a node the run skips cannot pass.
-    trees::multipole<float> poison{};
-    std::memset(&poison, 0xff, sizeof poison);
-    std::fill(payloads_.begin(), payloads_.end(), poison);
-    const auto start = clock_type::now();
-    const canopy::run_result r = run();
-    return run_outcome{r.code, r.message, us_since(start)};
+    pass_.set_mode(mode_);
+    pass_.poison();
+    const trees::timed_run t = pass_.run_timed();
+    return run_outcome{t.result.code, t.result.message, t.elapsed_us};
   }
   trees::comparison check(const trees::octree& tree, std::span<const trees::multipole<double>> reference,
                           bool perturb) override {
-    return compare<float>(tree, payloads_, reference, perturb);
+    return compare<float>(tree, pass_.download(), reference, perturb);
   }
   summary time(int warmup, int reps) override {
-    for (int i = 0; i < warmup; ++i) throw_if_failed(run());
+    pass_.set_mode(mode_);
+    for (int i = 0; i < warmup; ++i) throw_if_failed(pass_.run());
     std::vector<double> samples;
     for (int i = 0; i < reps; ++i) {
-      const auto start = clock_type::now();
-      const canopy::run_result r = run();
-      samples.push_back(us_since(start));
-      throw_if_failed(r);
+      const trees::timed_run t = pass_.run_timed();
+      samples.push_back(t.elapsed_us);
+      throw_if_failed(t.result);
     }
     return summarize(samples);
   }
 
  private:
-  canopy::run_result run() {
-    if (tasks_ == nullptr) return sched_.run(trees::host_upward_ops<float>(tree_, payloads_.data()));
-    return sched_.run(trees::host_twig_upward_ops<float>(tree_, *tasks_, payloads_.data()));
-  }
   static void throw_if_failed(const canopy::run_result& r) {
     if (!r.ok()) throw std::runtime_error(std::string(canopy::to_string(r.code)) + " in a timed run: " + r.message);
   }
-  const trees::octree& tree_;
-  canopy::cpu_scheduler sched_;
-  std::vector<trees::multipole<float>> payloads_;
-  const std::vector<trees::twig_task>* tasks_;
+  trees::upward_runner& pass_;
+  canopy::mode mode_;
 };
 
 class host_platform final : public platform {
@@ -142,35 +128,34 @@ class host_platform final : public platform {
 
   void load(const trees::octree& tree, const bench_options& options) override {
     tree_ = &tree;
-    graph_ = trees::make_upward_graph(tree);
-    twig_.reset();  // built on first use
+    passes_.clear();  // made on first use, one per task kind
     options_ = options.scheduler;
     options_.blocks = options.cpu_workers;
     options_.deadline = std::chrono::milliseconds(static_cast<long long>(std::max(1.0, std::ceil(options.budget_ms))));
   }
   void unload() override {
     tree_ = nullptr;
-    graph_.reset();
-    twig_.reset();
+    passes_.clear();
   }
 
   std::unique_ptr<pass_runner> runner(const variant& v) override {
     if (tree_ == nullptr) throw std::logic_error("host platform: no tree loaded");
     if (v.backend == backend_host && v.name == "reference") return std::make_unique<reference_runner>(*tree_);
     if (v.backend == backend_cpu && v.mode) {
-      canopy::scheduler_options o = options_;
-      o.mode = *v.mode;
-      if (!v.twig) return std::make_unique<cpu_runner>(*tree_, *graph_, o);
-      if (!twig_) twig_ = trees::make_twig_graph(*tree_);
-      return std::make_unique<cpu_runner>(*tree_, twig_->graph, o, &twig_->tasks);
+      auto pass = passes_.find(v.tasks);
+      if (pass == passes_.end()) {
+        trees::upward_options o{trees::pass_backend::cpu, v.tasks, options_};
+        o.scheduler.mode = *v.mode;
+        pass = passes_.emplace(v.tasks, std::make_unique<trees::upward_runner>(*tree_, o)).first;
+      }
+      return std::make_unique<cpu_runner>(*pass->second, *v.mode);
     }
     throw std::invalid_argument("host platform: cannot run '" + v.name + "' on backend " + v.backend);
   }
 
  private:
   const trees::octree* tree_ = nullptr;
-  std::optional<canopy::task_graph> graph_;
-  std::optional<trees::twig_graph> twig_;
+  std::map<trees::pass_tasks, std::unique_ptr<trees::upward_runner>> passes_;
   canopy::scheduler_options options_;
   double copy_gb_per_s_ = 0;
 };

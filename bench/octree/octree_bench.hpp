@@ -13,7 +13,7 @@
 #pragma once
 
 #include <canopy/mode.hpp>
-#include <canopy/push_policy.hpp>
+#include <canopy/passes/upward_runner.hpp>
 #include <canopy/scheduler_options.hpp>
 #include <canopy/status.hpp>
 #include <canopy/trees/multipole.hpp>
@@ -48,7 +48,9 @@ struct variant {
   std::string backend;               ///< backend_gpu, backend_cpu or backend_host
   bool baseline = false;             ///< what a user would run instead of the scheduler
   std::optional<canopy::mode> mode;  ///< the scheduler mode (gpu and cpu backends), none for baselines' kernels
-  bool twig = false;                 ///< scheduler over twig tasks (trees/twig_pass.hpp), named "MODE+twig"
+  /// How the scheduler's pass is cut into tasks (canopy/passes/upward_runner.hpp); any kind but
+  /// node tasks is named "MODE+KIND", e.g. "continuation+twig".
+  trees::pass_tasks tasks = trees::pass_tasks::node;
 };
 
 /// The GPU baselines of bench/baselines, by name.

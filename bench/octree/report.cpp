@@ -10,15 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
 #include "octree_bench.hpp"
-#include "text.hpp"
 
 namespace canopy::bench {
 
 namespace {
-
-using detail::grouped;
-using detail::printf_string;
 
 // Microseconds with as many decimals as a person can use: 3.14, 51.2, 4660.
 std::string us_text(double us) {

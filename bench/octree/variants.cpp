@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/text.hpp"
 #include "octree_bench.hpp"
 
 namespace canopy::bench {
@@ -17,16 +18,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
-}
-
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  for (;;) {
-    const auto at = s.find(sep);
-    parts.push_back(s.substr(0, at));
-    if (at == std::string_view::npos) return parts;
-    s.remove_prefix(at + 1);
-  }
 }
 
 int parse_depth(std::string_view item, std::string_view number, int max_depth) {
@@ -54,11 +45,13 @@ variant scheduler_variant(canopy::mode m, std::string_view backend, bool as_cpu_
   return v;
 }
 
-// The same mode over twig tasks (a twig computes its leaves and itself in one task).
-variant twig_variant(canopy::mode m, std::string_view backend) {
+// The same mode over another task kind, e.g. twig tasks (a twig computes its leaves and itself in
+// one task): "MODE+KIND".
+variant kind_variant(canopy::mode m, std::string_view backend, trees::pass_tasks kind) {
   variant v = scheduler_variant(m, backend, false);
-  v.name += "+twig";
-  v.twig = true;
+  if (kind == trees::pass_tasks::node) return v;
+  v.name.append("+").append(trees::to_string(kind));
+  v.tasks = kind;
   return v;
 }
 
@@ -96,7 +89,7 @@ std::vector<int> parse_depth_list(std::string_view text, int max_depth) {
 std::vector<variant> default_variants(std::string_view backend) {
   std::vector<variant> out;
   for (canopy::mode m : canopy::all_modes) out.push_back(scheduler_variant(m, backend, false));
-  for (canopy::mode m : default_twig_modes) out.push_back(twig_variant(m, backend));
+  for (canopy::mode m : default_twig_modes) out.push_back(kind_variant(m, backend, trees::pass_tasks::twig));
   if (backend == backend_gpu) {
     for (std::string_view b : gpu_baseline_names) out.push_back(gpu_baseline_variant(b));
     out.push_back(reference_variant());
@@ -125,12 +118,13 @@ std::vector<variant> parse_variant_list(std::string_view list, std::string_view 
     } else if (item == "modes") {
       for (canopy::mode m : canopy::all_modes) add(scheduler_variant(m, backend, false));
     } else if (item == "twigs") {
-      for (canopy::mode m : canopy::all_modes) add(twig_variant(m, backend));
-    } else if (item.ends_with("+twig")) {
-      const std::string_view name = item.substr(0, item.size() - 5);
+      for (canopy::mode m : canopy::all_modes) add(kind_variant(m, backend, trees::pass_tasks::twig));
+    } else if (const auto plus = item.rfind('+');
+               plus != std::string_view::npos && trees::parse_pass_tasks(item.substr(plus + 1))) {
+      const std::string_view name = item.substr(0, plus);
       const auto tm = canopy::parse_mode(name);
       if (!tm) throw std::invalid_argument("--modes: '" + std::string(item) + "': unknown mode '" + std::string(name) + "'");
-      add(twig_variant(*tm, backend));
+      add(kind_variant(*tm, backend, *trees::parse_pass_tasks(item.substr(plus + 1))));
     } else if (item == "baselines") {
       for (const variant& v : defaults)
         if (v.baseline) add(v);
@@ -151,7 +145,10 @@ std::vector<variant> parse_variant_list(std::string_view list, std::string_view 
       std::string known;
       for (canopy::mode m : canopy::all_modes) known += std::string(canopy::to_string(m)) + ", ";
       for (std::string_view b : gpu_baseline_names) known += std::string(b) + ", ";
-      known += "reference, cpu, cpu:MODE, MODE+twig, modes, twigs, baselines, all";
+      known += "reference, cpu, cpu:MODE, ";
+      for (trees::pass_tasks k : trees::all_pass_tasks)
+        if (k != trees::pass_tasks::node) known += "MODE+" + std::string(trees::to_string(k)) + ", ";
+      known += "modes, twigs, baselines, all";
       throw std::invalid_argument("--modes: unknown mode or baseline '" + std::string(item) + "' (known: " + known + ")");
     }
   }

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "canopy/gpu_scheduler.cuh"
-#include "canopy/trees/upward_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
 #include "probe_common.cuh"
 #include "probe_trees.cuh"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "canopy/gpu_scheduler.cuh"
-#include "canopy/trees/upward_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
 #include "probe_common.cuh"
 #include "probe_dag.cuh"
 #include "probe_trees.cuh"

@@ -13,10 +13,10 @@
 #include "baselines/baselines.cuh"
 #include "canopy/cuda/device_buffer.hpp"
 #include "canopy/cuda/error.hpp"
-#include "canopy/trees/device_octree.cuh"
+#include "canopy/passes/device_octree.cuh"
 #include "canopy/trees/generators.hpp"
 #include "canopy/trees/reference.hpp"
-#include "canopy/trees/twig_pass.hpp"
+#include "canopy/passes/twig_pass.hpp"
 #include "common/gpu_timing.cuh"
 
 namespace probe {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "canopy/gpu_scheduler.cuh"
-#include "canopy/trees/twig_pass.hpp"
+#include "canopy/passes/twig_pass.hpp"
 #include "probe_common.cuh"
 #include "probe_trees.cuh"
 

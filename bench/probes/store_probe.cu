@@ -13,8 +13,8 @@
 #include <utility>
 
 #include "canopy/gpu_scheduler.cuh"
-#include "canopy/trees/group_multipole.cuh"
-#include "canopy/trees/twig_pass.hpp"
+#include "canopy/passes/group_multipole.cuh"
+#include "canopy/passes/twig_pass.hpp"
 #include "probe_common.cuh"
 #include "probe_trees.cuh"
 
@@ -42,13 +42,13 @@ struct twig_staged {
       constexpr int L = 2;
       __shared__ std::uint32_t stage[8][8 * 17];  // 128 threads: 8 groups
       std::uint32_t* mine = stage[threadIdx.x / G];
-      const std::int32_t node = ~entry, first = __ldg(base.first_child + node), children = __ldg(base.child_count + node);
+      const std::int32_t node = ~entry, first = __ldg(base.arrays.first_child + node), children = __ldg(base.arrays.child_count + node);
       const int c = g.rank / L;
       ct::multipole<float> r = ct::multipole_identity<float>();
       g.sync();  // the group's previous task has copied its stage out
       if (c < children) {
         const canopy::lane_group<L> sub = canopy::lane_group<L>::here();
-        r = ct::group_p2m(sub, base.points + __ldg(base.point_begin + first + c), __ldg(base.point_count + first + c));
+        r = ct::group_p2m(sub, base.arrays.points + __ldg(base.arrays.point_begin + first + c), __ldg(base.arrays.point_count + first + c));
         [&]<int... B>(std::integer_sequence<int, B...>) {
           (([&] {
              const int k = B * L + sub.rank;
@@ -58,9 +58,9 @@ struct twig_staged {
         }(std::make_integer_sequence<int, 9>{});
       }
       g.sync();
-      auto* dst = reinterpret_cast<std::uint32_t*>(base.payload + first);
+      auto* dst = reinterpret_cast<std::uint32_t*>(base.arrays.payload + first);
       for (int k = g.rank; k < children * 17; k += G) dst[k] = mine[k];
-      ct::group_store(g, base.payload + node, ct::group_combine<L>(g, r));
+      ct::group_store(g, base.arrays.payload + node, ct::group_combine<L>(g, r));
     }
   }
 };

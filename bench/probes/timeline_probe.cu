@@ -15,8 +15,8 @@
 
 #include "canopy/cuda/device_buffer.hpp"
 #include "canopy/gpu_scheduler.cuh"
-#include "canopy/trees/twig_pass.hpp"
-#include "canopy/trees/upward_pass.hpp"
+#include "canopy/passes/twig_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
 #include "probe_common.cuh"
 #include "probe_trees.cuh"
 

@@ -2,13 +2,13 @@
 // scheduler as the GPU kernel), the force walk on host threads.
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <canopy/cpu_scheduler.hpp>
-#include <canopy/trees/upward_pass.hpp>
+#include <canopy/passes/upward_runner.hpp>
 
 #include "force_backend.hpp"
 
@@ -39,19 +39,20 @@ class cpu_backend final : public force_backend {
     auto t0 = std::chrono::steady_clock::now();
     // The tree changes every step, so does its task graph: a new scheduler per step (what any
     // user of an adaptive tree pays; it is the "setup" column).
-    canopy::cpu_scheduler sched(ct::make_upward_graph(tree), options_);
-    payload_.resize(static_cast<std::size_t>(tree.node_count()));
+    pass_.reset();
+    pass_.emplace(tree, ct::upward_options{ct::pass_backend::cpu, ct::pass_tasks::node, options_});
     times.setup_ms = ms_since(t0);
 
-    t0 = std::chrono::steady_clock::now();
-    const canopy::run_result r = sched.run(ct::host_upward_ops<float>(tree, payload_.data()));
-    times.accumulate_ms = ms_since(t0);
-    if (!r.ok())
-      throw std::runtime_error("cpu backend: upward pass: " + std::string(canopy::to_string(r.code)) + ": " + r.message);
+    const ct::timed_run r = pass_->run_timed();
+    times.accumulate_ms = r.elapsed_us / 1e3;
+    if (!r.result.ok())
+      throw std::runtime_error("cpu backend: upward pass: " + std::string(canopy::to_string(r.result.code)) + ": " +
+                               r.result.message);
 
     t0 = std::chrono::steady_clock::now();
+    const ct::multipole<float>* payload = pass_->host_payloads().data();
     const walk_tree view{tree.points.data(),      tree.first_child.data(), tree.child_count.data(),
-                         tree.point_begin.data(), tree.point_count.data(), payload_.data()};
+                         tree.point_begin.data(), tree.point_count.data(), payload};
     const ct::point* pts = tree.points.data();
     // Consecutive bodies are neighbours in Morton order, so a chunk walks nearly the same nodes.
     parallel_for(out.size(), threads_, 256, [&](std::size_t b, std::size_t e) {
@@ -61,12 +62,14 @@ class cpu_backend final : public force_backend {
     times.forces_ms = ms_since(t0);
   }
 
-  std::vector<canopy::trees::multipole<float>> last_payloads() const override { return payload_; }
+  std::vector<canopy::trees::multipole<float>> last_payloads() const override {
+    return pass_ ? pass_->download() : std::vector<canopy::trees::multipole<float>>{};
+  }
 
  private:
   canopy::scheduler_options options_;
   unsigned threads_;
-  std::vector<canopy::trees::multipole<float>> payload_;
+  std::optional<canopy::trees::upward_runner> pass_;  // the last step's upward pass and payloads
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
-// The GPU backend: the octree is uploaded (trees::device_octree), the upward pass runs in Canopy's
-// persistent kernel (canopy::gpu_scheduler with trees::upward_ops<float>, exactly what a user
-// embedding Canopy writes), then one CUDA thread per body walks the tree (walk_one, the same
-// function the CPU backend calls) and the forces are copied back for the host integrator.
+// The GPU backend: the octree is uploaded and the upward pass runs in Canopy's persistent kernel
+// (trees::upward_runner: node tasks, trees::upward_ops<float>), then one CUDA thread per body walks
+// the tree through the runner's device view (walk_one, the same function the CPU backend calls)
+// and the forces are copied back for the host integrator.
 //
 // The octree itself is still built on the host every step (simulation.cpp); a GPU builder that
 // keeps bodies resident on the device is future work, and would remove the upload and download
@@ -9,12 +9,15 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
-#include <canopy/gpu_scheduler.cuh>
-#include <canopy/trees/device_octree.cuh>
-#include <canopy/trees/upward_pass.hpp>
+#include <canopy/cuda/device.hpp>
+#include <canopy/cuda/device_buffer.hpp>
+#include <canopy/cuda/error.hpp>
+#include <canopy/cuda/event.hpp>
+#include <canopy/passes/upward_runner.hpp>
 
 #include "force_backend.hpp"
 
@@ -37,40 +40,11 @@ double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-class event_pair {
- public:
-  event_pair() {
-    CANOPY_TREES_CUDA_CHECK(cudaEventCreate(&start_));
-    CANOPY_TREES_CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~event_pair() {
-    (void)cudaEventDestroy(start_);
-    (void)cudaEventDestroy(stop_);
-  }
-  event_pair(const event_pair&) = delete;
-  event_pair& operator=(const event_pair&) = delete;
-  void start() { CANOPY_TREES_CUDA_CHECK(cudaEventRecord(start_)); }
-  void stop() { CANOPY_TREES_CUDA_CHECK(cudaEventRecord(stop_)); }
-  double ms() const {
-    CANOPY_TREES_CUDA_CHECK(cudaEventSynchronize(stop_));
-    float ms = 0;
-    CANOPY_TREES_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-    return ms;
-  }
-
- private:
-  cudaEvent_t start_{}, stop_{};
-};
-
 class gpu_backend final : public force_backend {
  public:
   explicit gpu_backend(const canopy::scheduler_options& options) : options_(options) {
     if (!canopy::gpu_available()) throw std::runtime_error("gpu backend: no CUDA device is available (use --backend cpu)");
-    int device = 0;
-    CANOPY_TREES_CUDA_CHECK(cudaGetDevice(&device));
-    cudaDeviceProp prop{};
-    CANOPY_TREES_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    device_name_ = prop.name;
+    device_name_ = canopy::gpu_name();
   }
 
   std::string describe() const override {
@@ -85,50 +59,51 @@ class gpu_backend final : public force_backend {
     if (out.size() != tree.points.size()) throw std::invalid_argument("gpu backend: output size differs from the body count");
     const auto n = static_cast<std::int32_t>(tree.points.size());
     auto t0 = std::chrono::steady_clock::now();
-    // A new tree every step: upload it, and a new scheduler for its task graph.
-    dtree_ = ct::device_octree(tree);
-    payloads_ = ct::device_payloads<float>(tree.node_count());
-    if (forces_.size() < out.size()) forces_ = ct::detail::device_array<body_force>(out.size());
-    canopy::gpu_scheduler sched(ct::make_upward_graph(tree), options_);
+    // A new tree every step: upload it, and a new scheduler for its task graph. Two lanes per
+    // node, as this example always ran (upward_ops<float>'s default).
+    pass_.reset();
+    ct::upward_options o{ct::pass_backend::gpu, ct::pass_tasks::node, options_};
+    o.lanes = 2;
+    pass_.emplace(tree, o);
+    if (forces_.size() < out.size()) forces_ = canopy::device_buffer<body_force>(out.size());
     times.setup_ms = ms_since(t0);
 
-    const ct::octree_ref t = dtree_.ref();
-    const ct::upward_ops<float> ops{t.points, t.first_child, t.child_count, t.point_begin, t.point_count, payloads_.data()};
-    event_pair acc;
-    acc.start();
-    const canopy::run_result r = sched.run(ops);
-    acc.stop();
-    times.accumulate_ms = acc.ms();
-    grid_ = sched.last_grid();
-    if (!r.ok())
-      throw std::runtime_error("gpu backend: upward pass: " + std::string(canopy::to_string(r.code)) + ": " + r.message);
+    const ct::timed_run r = pass_->run_timed();
+    times.accumulate_ms = r.elapsed_us / 1e3;
+    grid_ = pass_->grid();
+    if (!r.result.ok())
+      throw std::runtime_error("gpu backend: upward pass: " + std::string(canopy::to_string(r.result.code)) + ": " +
+                               r.result.message);
 
-    const walk_tree view{t.points, t.first_child, t.child_count, t.point_begin, t.point_count, payloads_.data()};
-    event_pair walk;
-    walk.start();
+    const ct::octree_ref t = pass_->device_tree();
+    const walk_tree view{t.points, t.first_child, t.child_count, t.point_begin, t.point_count,
+                         pass_->device_payloads_data()};
+    canopy::cuda_event walk_start, walk_stop;
+    walk_start.record();
     if (n > 0) {
       walk_kernel<<<static_cast<unsigned>((n + walk_block - 1) / walk_block), walk_block>>>(view, n, params, forces_.data());
-      CANOPY_TREES_CUDA_CHECK(cudaGetLastError());
+      CANOPY_CUDA_TRY(cudaGetLastError());
     }
-    walk.stop();
-    times.forces_ms = walk.ms();
+    walk_stop.record();
+    times.forces_ms = canopy::elapsed_ms(walk_start, walk_stop);
 
     t0 = std::chrono::steady_clock::now();
     if (n > 0)
-      CANOPY_TREES_CUDA_CHECK(cudaMemcpy(out.data(), forces_.data(), out.size_bytes(), cudaMemcpyDeviceToHost));
+      CANOPY_CUDA_TRY(cudaMemcpy(out.data(), forces_.data(), out.size_bytes(), cudaMemcpyDeviceToHost));
     times.setup_ms += ms_since(t0);
   }
 
-  std::vector<ct::multipole<float>> last_payloads() const override { return payloads_.download(); }
+  std::vector<ct::multipole<float>> last_payloads() const override {
+    return pass_ ? pass_->download() : std::vector<ct::multipole<float>>{};
+  }
 
  private:
   static constexpr int walk_block = 128;
   canopy::scheduler_options options_;
   std::string device_name_;
   int grid_ = 0;
-  ct::device_octree dtree_;
-  ct::device_payloads<float> payloads_;
-  ct::detail::device_array<body_force> forces_;
+  std::optional<ct::upward_runner> pass_;  // the last step's tree, payloads and scheduler
+  canopy::device_buffer<body_force> forces_;
 };
 
 }  // namespace

@@ -71,7 +71,10 @@ int main(int argc, char** argv) {
   app.add_option("--theta", o.theta, "opening angle")->capture_default_str();
   app.add_option("--softening", o.softening, "Plummer softening length")->capture_default_str();
   app.add_option("--backend", o.backend, "cpu, gpu, or auto (gpu when a device is usable)")->capture_default_str();
-  app.add_option("--mode", mode, "scheduler mode (mutex, fixed-queue, ..., lockfree, continuation)")->capture_default_str();
+  // The mode names come from the library, so a new mode needs nothing here.
+  std::string mode_names;
+  for (const canopy::mode m : canopy::all_modes) mode_names += (mode_names.empty() ? "" : ", ") + std::string(canopy::to_string(m));
+  app.add_option("--mode", mode, "scheduler mode (" + mode_names + ")")->capture_default_str();
   app.add_option("--dist", dist, "initial bodies: plummer (in equilibrium), uniform or clusters (both at rest)")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the initial conditions")->capture_default_str();
@@ -115,9 +118,7 @@ int main(int argc, char** argv) {
     if (o.dist == canopy::trees::distribution::lattice) throw std::invalid_argument(dist_error);
     const auto m = canopy::parse_mode(mode);
     if (!m)
-      throw std::invalid_argument("--mode: unknown mode '" + mode +
-                                  "' (mutex, fixed-queue, private-queues, all-threads, lockfree-tree, shared-queues, "
-                                  "lockfree, continuation)");
+      throw std::invalid_argument("--mode: unknown mode '" + mode + "' (" + mode_names + ")");
     o.mode = *m;
     o.quadrupole = !monopole;
     nbody::validate(o);

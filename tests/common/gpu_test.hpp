@@ -45,14 +45,4 @@ class gpu_test : public ::testing::Test {
   }
 };
 
-/// Transitional, for tests/gpu/trees (another area) until it names canopy::device_buffer and
-/// fill_bytes(0): remove it then. Nothing in the runtime, stress, atomics or DAG tests uses it.
-template <class T>
-class [[deprecated("use canopy::device_buffer (fill_bytes(0) for fill_zero())")]] device_buffer
-    : public canopy::device_buffer<T> {
- public:
-  using canopy::device_buffer<T>::device_buffer;
-  void fill_zero() { this->fill_bytes(0); }
-};
-
 }  // namespace canopy::test

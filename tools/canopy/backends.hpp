@@ -1,10 +1,15 @@
 // The accelerated backends behind `canopy accumulate`/`validate`. The reference traversal (double,
-// serial) is run by the commands themselves; everything here runs the scheduler, in float.
+// serial) is run by the commands themselves; everything here runs the scheduler, in float, through
+// canopy::trees::upward_runner.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "canopy/passes/upward_runner.hpp"
+#include "canopy/scheduler_options.hpp"
+#include "canopy/status.hpp"
 #include "canopy/trees/multipole.hpp"
 #include "canopy/trees/octree.hpp"
 
@@ -12,14 +17,10 @@ namespace canopy::tool {
 
 struct backend_options {
   std::string backend = "auto";        ///< "cpu", "gpu" or "auto" (gpu when available, else cpu)
-  std::string mode = "continuation";   ///< a canopy::mode name (see canopy/mode.hpp)
-  int blocks = 0;                      ///< 0 = as many as can be co-resident (gpu) / hardware threads (cpu)
-  int threads_per_block = 128;
-  int queue_capacity = 0;              ///< global queue capacity; 0 = the task count
-  std::string push_policy = "round-robin";
-  double deadline_ms = 10000;
+  canopy::scheduler_options scheduler; ///< --mode, --blocks, ... (scheduler_cli.hpp)
   int reps = 1;                        ///< timed runs after an untimed warm-up; the median is reported
-  std::string tasks = "auto";          ///< "twig" (trees/twig_pass.hpp), "node" (a task per node), or "auto": twig on the GPU, node on the CPU
+  /// --tasks: node or twig (upward_runner.hpp); none = auto (trees::default_pass_tasks).
+  std::optional<canopy::trees::pass_tasks> tasks;
 };
 
 struct backend_result {
@@ -31,11 +32,11 @@ struct backend_result {
   int reps = 1;
 };
 
-/// Median, min and max of `samples` (not empty) into r.
-void summarise_times(std::vector<double> samples, backend_result& r);
-
-/// A CUDA device is present and usable.
+/// A CUDA device is present and usable, and this canopy was built with CUDA.
 bool gpu_available();
+
+/// Throws std::runtime_error("<backend> backend: <status>: <message>") when `r` failed.
+void throw_if_failed(const canopy::run_result& r, const std::string& backend);
 
 /// Runs the upward pass of `tree` on "cpu" or "gpu" ("auto" resolves to gpu when available, else
 /// cpu). Throws std::exception subclasses whose what() is one clear line.

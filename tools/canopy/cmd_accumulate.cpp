@@ -16,6 +16,7 @@
 #include "canopy/trees/reference.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "scheduler_cli.hpp"
 
 namespace canopy::tool {
 
@@ -42,41 +43,23 @@ void add_pass_options(CLI::App& cmd, pass_options& o) {
                  "or auto (gpu when a device is usable, else cpu)")
       ->check(CLI::IsMember({"reference", "cpu", "gpu", "auto"}))
       ->capture_default_str();
-  std::vector<std::string> modes, policies;
-  for (const auto m : canopy::all_modes) modes.emplace_back(canopy::to_string(m));
-  for (const auto p : canopy::all_push_policies) policies.emplace_back(canopy::to_string(p));
-  cmd.add_option("--mode", o.backend.mode, "scheduler mode (the seed's optimisation ladder, cumulative)")
-      ->check(CLI::IsMember(modes))
-      ->capture_default_str();
-  cmd.add_option("--blocks", o.backend.blocks, "gpu: blocks of the persistent kernel (0 = all co-resident); "
-                                               "cpu: worker threads (0 = all cores)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd.add_option("--threads", o.backend.threads_per_block, "gpu: threads per block (a multiple of 32, <= 1024)")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  cmd.add_option("--queue-capacity", o.backend.queue_capacity, "global queue capacity (0 = the task count)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd.add_option("--push-policy", o.backend.push_policy, "which block's shared queue receives a ready task")
-      ->check(CLI::IsMember(policies))
-      ->capture_default_str();
-  cmd.add_option("--deadline-ms", o.backend.deadline_ms, "a run still going after this stops with a timeout")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_scheduler_options(cmd, o.backend.scheduler);
   cmd.add_option("--reps", o.backend.reps,
                  "timed runs after one untimed warm-up run; the median is reported with min and max "
                  "(the payloads checked are the last run's). For comparisons across modes and baselines "
                  "use `canopy bench`")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  cmd.add_option("--tasks", o.backend.tasks,
-                 "twig: a task computes a node whose children are all leaves together with its leaves "
-                 "(8x fewer tasks on a complete tree; on an H100 GPU faster than node tasks on complete and "
-                 "adaptive trees, see bench/RESULTS.md); node: one task per octree node; auto: twig on "
-                 "the gpu backend, node on the cpu backend")
-      ->check(CLI::IsMember({"auto", "node", "twig"}))
-      ->capture_default_str();
+  std::vector<std::string> tasks{"auto"};
+  for (const auto t : trees::all_pass_tasks) tasks.emplace_back(trees::to_string(t));
+  cmd.add_option_function<std::string>(
+         "--tasks", [&o](const std::string& name) { o.backend.tasks = trees::parse_pass_tasks(name); },
+         "twig: a task computes a node whose children are all leaves together with its leaves "
+         "(8x fewer tasks on a complete tree; on an H100 GPU faster than node tasks on complete and "
+         "adaptive trees, see bench/RESULTS.md); node: one task per octree node; auto: twig on "
+         "the gpu backend, node on the cpu backend")
+      ->check(CLI::IsMember(tasks))
+      ->default_str("auto");
   cmd.add_flag("--json", o.json, "print the result as JSON");
 }
 
@@ -108,8 +91,9 @@ void print_payload(const trees::multipole<T>& p) {
 // "gpu on NVIDIA H100 ..., mode continuation": the mode once, whether or not the backend's device
 // description already names it.
 std::string backend_line(const backend_result& r, const backend_options& o) {
+  const std::string mode(canopy::to_string(o.scheduler.mode));
   auto line = fmt::format("{} on {}", r.backend, r.device);
-  if (r.device.find("mode " + o.mode) == std::string::npos) line += ", mode " + o.mode;
+  if (r.device.find("mode " + mode) == std::string::npos) line += ", mode " + mode;
   return line;
 }
 
@@ -150,7 +134,7 @@ int run_accumulate(const pass_options& o, const CLI::App& cmd) {
     throw std::runtime_error(fmt::format("backend '{}' returned {} payloads for {} nodes", result.backend,
                                          result.payloads.size(), tree.node_count()));
   if (o.json) {
-    j.update({{"backend", result.backend}, {"device", result.device}, {"mode", o.backend.mode},
+    j.update({{"backend", result.backend}, {"device", result.device}, {"mode", canopy::to_string(o.backend.scheduler.mode)},
               {"elapsed_us", result.elapsed_us}, {"min_us", result.min_us}, {"max_us", result.max_us},
               {"reps", result.reps}, {"root", payload_json(result.payloads.front())}});
     fmt::print("{}\n", j.dump(2));
@@ -235,7 +219,7 @@ int run_validate(const pass_options& o, const CLI::App& cmd) {
                             time_text(result)),
                 {{"backend", result.backend},
                  {"device", result.device},
-                 {"mode", o.backend.mode},
+                 {"mode", canopy::to_string(o.backend.scheduler.mode)},
                  {"against", "reference"},
                  {"elapsed_us", result.elapsed_us},
                  {"min_us", result.min_us},
@@ -264,7 +248,7 @@ command add_validate_command(CLI::App& app) {
       "--backend reference checks the reference against brute-force moments of each node");
   add_pass_options(*cmd, *o);
   cmd->footer("Error bounds (per quantity, first order in float's roundoff) are documented in "
-              "trees/include/canopy/trees/reference.hpp.\nExamples:\n  canopy validate plummer.bin --backend reference\n"
+              "trees/octree/include/canopy/trees/reference.hpp.\nExamples:\n  canopy validate plummer.bin --backend reference\n"
               "  canopy validate plummer.bin --backend cpu --mode mutex");
   return {cmd, [o, cmd] { return run_validate(*o, *cmd); }};
 }

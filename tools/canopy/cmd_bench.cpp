@@ -28,6 +28,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "octree_bench.hpp"
+#include "scheduler_cli.hpp"
 
 extern char** environ;
 
@@ -51,9 +52,7 @@ struct bench_cli {
   int reps = 20;
   int warmup = 3;
   double budget_ms = 2000;
-  int blocks = 0;
-  int threads = canopy::scheduler_options{}.threads_per_block;
-  std::string push_policy = "round-robin";
+  canopy::scheduler_options scheduler;  // --blocks, --threads, --push-policy (scheduler_cli.hpp)
   int cpu_workers = 0;
   std::string json, csv, plot;
   std::string inject_wrong_result;  // testing hook (hidden)
@@ -61,13 +60,6 @@ struct bench_cli {
 
 // An output file's folder must exist and the name must not be a folder: checked before minutes of
 // benchmarking, not after.
-void check_output(const std::string& option, const fs::path& path) {
-  const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw usage_error(option + " " + path.string(), "directory does not exist");
-  if (fs::is_directory(path, ec)) throw usage_error(option + " " + path.string(), "is a directory");
-}
-
 // --plot F: F.png and F.svg; an extension .png or .svg given anyway is dropped.
 fs::path plot_stem(const std::string& plot) {
   fs::path p = plot;
@@ -205,12 +197,12 @@ std::vector<cb::tree_case> trees_to_run(const bench_cli& o, const CLI::App& cmd)
 int run_bench(const bench_cli& o, const CLI::App& cmd) {
   // Everything the user gave is checked before the first tree is built.
   const auto trees_list = trees_to_run(o, cmd);
-  if (!o.json.empty()) check_output("--json", o.json);
-  if (!o.csv.empty()) check_output("--csv", o.csv);
+  if (!o.json.empty()) check_output_path("--json " + o.json, o.json);
+  if (!o.csv.empty()) check_output_path("--csv " + o.csv, o.csv);
   fs::path stem;
   if (!o.plot.empty()) {
     stem = plot_stem(o.plot);
-    check_output("--plot", fs::path(stem.string() + ".png"));
+    check_output_path("--plot " + stem.string() + ".png", fs::path(stem.string() + ".png"));
   }
   if (o.reps < 20)
     spdlog::warn("--reps {}: fewer than the 20 timed runs the design asks for behind a reported median", o.reps);
@@ -240,10 +232,10 @@ int run_bench(const bench_cli& o, const CLI::App& cmd) {
   bo.reps = o.reps;
   bo.warmup = o.warmup;
   bo.budget_ms = o.budget_ms;
-  bo.scheduler.blocks = backend == "gpu" ? o.blocks : 0;
-  bo.scheduler.threads_per_block = o.threads;
-  bo.scheduler.policy = *canopy::parse_push_policy(o.push_policy);
-  bo.cpu_workers = backend == "cpu" && o.blocks > 0 ? o.blocks : o.cpu_workers;
+  bo.scheduler.blocks = backend == "gpu" ? o.scheduler.blocks : 0;
+  bo.scheduler.threads_per_block = o.scheduler.threads_per_block;
+  bo.scheduler.policy = o.scheduler.policy;
+  bo.cpu_workers = backend == "cpu" && o.scheduler.blocks > 0 ? o.scheduler.blocks : o.cpu_workers;
   bo.inject_wrong_result = o.inject_wrong_result;
 
   cb::bench_engine engine(bo, [](const std::string& line) { spdlog::info("{}", line); });
@@ -297,10 +289,13 @@ command add_bench_command(CLI::App& app) {
       ->transform(CLI::AsSizeValue(true))
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{std::numeric_limits<std::int32_t>::max()}));
   add_tree_options(*cmd, o->tree);
+  std::string mode_names;
+  for (const auto m : canopy::all_modes) mode_names += (mode_names.empty() ? "" : ", ") + std::string(canopy::to_string(m));
   cmd->add_option("--modes", o->modes,
-                  "comma list of what to run (default all): scheduler modes (mutex, fixed-queue, private-queues, "
-                  "all-threads, lockfree-tree, shared-queues, lockfree, continuation), GPU baselines (level-kernels, "
-                  "level-graph, last-arriver), reference, cpu:MODE (cpu = cpu:continuation), or modes, baselines, all");
+                  "comma list of what to run (default all): scheduler modes (" + mode_names +
+                      "), GPU baselines (level-kernels, level-graph, last-arriver), reference, cpu:MODE (cpu = "
+                      "cpu:" + std::string(canopy::to_string(canopy::scheduler_options{}.mode)) +
+                      "), or modes, baselines, all");
   cmd->add_option("--backend", o->backend, "where the scheduler modes run: gpu, cpu, or auto (gpu when a device is "
                                            "usable, else cpu)")
       ->check(CLI::IsMember({"gpu", "cpu", "auto"}))
@@ -316,18 +311,8 @@ command add_bench_command(CLI::App& app) {
                   "reported as skipped (over budget) there and on every deeper tree")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  std::vector<std::string> policies;
-  for (const auto p : canopy::all_push_policies) policies.emplace_back(canopy::to_string(p));
-  cmd->add_option("--blocks", o->blocks, "gpu: blocks of the persistent kernel (0 = all co-resident); on --backend "
-                                         "cpu: worker threads")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "gpu: threads per block (a multiple of 32, <= 1024)")
-      ->check(CLI::Range(32, 1024))
-      ->capture_default_str();
-  cmd->add_option("--push-policy", o->push_policy, "which block's shared queue receives a ready task")
-      ->check(CLI::IsMember(policies))
-      ->capture_default_str();
+  add_scheduler_options(*cmd, o->scheduler, option_blocks | option_threads | option_push_policy,
+                        "gpu: blocks of the persistent kernel (0 = all co-resident); on --backend cpu: worker threads");
   cmd->add_option("--cpu-workers", o->cpu_workers, "worker threads of the cpu backend (0 = one per core)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();

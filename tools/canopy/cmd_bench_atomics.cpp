@@ -46,24 +46,6 @@ struct atomics_cli {
 
 const std::vector<std::string> experiment_names = {"containers", "max", "filter", "histogram", "copy"};
 
-std::vector<std::string> split_commas(const std::string& list) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = list.find(',', start);
-    out.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) return out;
-    start = comma + 1;
-  }
-}
-
-void check_output(const std::string& option, const fs::path& path) {
-  const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw usage_error(option + " " + path.string(), "directory does not exist");
-  if (fs::is_directory(path, ec)) throw usage_error(option + " " + path.string(), "is a directory");
-}
-
 #if CANOPY_HAVE_ATOMICS_LAB
 // tools/plot/plot_atomics.py: $CANOPY_ATOMICS_PLOT_SCRIPT, else beside the build tree this binary
 // sits in (build/<dir>/tools/canopy), else the source tree it was built from, else ./tools/plot.
@@ -102,19 +84,19 @@ int run_atomics(const atomics_cli& o) {
       throw usage_error("--sizes", fmt::format("{} elements is more than 2^31 - 1 (32-bit indices)", n));
   std::vector<std::string> experiments;
   if (!o.experiments.empty()) {
-    experiments = split_commas(o.experiments);
+    for (const std::string_view e : canopy::bench::split(o.experiments, ',')) experiments.emplace_back(e);
     for (const std::string& e : experiments)
       if (std::find(experiment_names.begin(), experiment_names.end(), e) == experiment_names.end())
         throw usage_error("--experiments", fmt::format("unknown experiment '{}' (containers, max, filter, histogram, "
                                                        "copy)", e));
   }
-  if (!o.json.empty()) check_output("--json", o.json);
-  if (!o.csv.empty()) check_output("--csv", o.csv);
+  if (!o.json.empty()) check_output_path("--json " + o.json, o.json);
+  if (!o.csv.empty()) check_output_path("--csv " + o.csv, o.csv);
   fs::path stem;
   if (!o.plot.empty()) {
     stem = o.plot;
     if (stem.extension() == ".png" || stem.extension() == ".svg") stem.replace_extension();
-    check_output("--plot", fs::path(stem.string() + ".png"));
+    check_output_path("--plot " + stem.string() + ".png", fs::path(stem.string() + ".png"));
   }
 
 #if !CANOPY_HAVE_ATOMICS_LAB

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "canopy/trees/task_graph.hpp"
+#include "canopy/dags/boost_task_graph.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 

@@ -15,16 +15,15 @@
 #include <spdlog/spdlog.h>
 
 #include "backends.hpp"
-#include "backends_detail.hpp"
 #include "canopy/cpu_scheduler.hpp"
 #include "canopy/mode.hpp"
-#include "canopy/push_policy.hpp"
-#include "canopy/trees/dag_accumulate.hpp"
-#include "canopy/trees/dag_io.hpp"
+#include "canopy/dags/dag_accumulate.hpp"
+#include "canopy/dags/dag_io.hpp"
 #include "canopy/trees/errors.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "dag_backend.hpp"
+#include "scheduler_cli.hpp"
 
 namespace canopy::tool {
 
@@ -40,7 +39,8 @@ namespace trees = canopy::trees;
 
 struct run_dag_options {
   std::string file;
-  backend_options backend;
+  std::string backend = "auto";
+  canopy::scheduler_options scheduler;
   bool json = false;
 };
 
@@ -78,16 +78,16 @@ int run(const run_dag_options& o) {
   const double reference_us = ref.elapsed_ms() * 1e3;
   ref.done("reference topological execution");
 
-  std::string backend = o.backend.backend;
+  std::string backend = o.backend;
   if (backend == "auto") backend = gpu_available() ? "gpu" : "cpu";
   dag_run result;
   if (backend == "reference") {
     result = dag_run{expected, "reference", "serial host", reference_us};
   } else {
-    const auto options = to_scheduler_options(o.backend);
+    const auto& options = o.scheduler;
     if (backend == "gpu" && !gpu_available()) throw std::runtime_error("gpu backend: no CUDA device is available (use --backend cpu)");
     result = backend == "gpu" ? run_dag_gpu(graph, dag.weights, options) : run_dag_cpu(graph, dag.weights, options);
-    result.device += ", mode " + o.backend.mode;
+    result.device += ", mode " + std::string(canopy::to_string(options.mode));
   }
 
   std::size_t mismatches = 0, first = 0;
@@ -134,33 +134,12 @@ command add_run_dag_command(CLI::App& app) {
                                  "predecessors' values (mod 2^64; node attribute `weight`, default 0),\nand every "
                                  "value is compared with a serial topological execution. Exit 1 on a mismatch.");
   cmd->add_option("FILE", o->file, "Graphviz DOT digraph (node ids: numeric names by value, other names sorted)")->required();
-  cmd->add_option("--backend", o->backend.backend,
+  cmd->add_option("--backend", o->backend,
                   "reference (serial topological order), cpu (the scheduler on std::threads), gpu (CUDA), "
                   "or auto (gpu when a device is usable, else cpu)")
       ->check(CLI::IsMember({"reference", "cpu", "gpu", "auto"}))
       ->capture_default_str();
-  std::vector<std::string> modes, policies;
-  for (const auto m : canopy::all_modes) modes.emplace_back(canopy::to_string(m));
-  for (const auto p : canopy::all_push_policies) policies.emplace_back(canopy::to_string(p));
-  cmd->add_option("--mode", o->backend.mode, "scheduler mode (the seed's optimisation ladder, cumulative)")
-      ->check(CLI::IsMember(modes))
-      ->capture_default_str();
-  cmd->add_option("--blocks", o->backend.blocks, "gpu: blocks of the persistent kernel (0 = all co-resident); "
-                                                 "cpu: worker threads (0 = all cores)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--threads", o->backend.threads_per_block, "gpu: threads per block (a multiple of 32, <= 1024)")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  cmd->add_option("--queue-capacity", o->backend.queue_capacity, "global queue capacity (0 = the task count)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--push-policy", o->backend.push_policy, "which block's shared queue receives a ready task")
-      ->check(CLI::IsMember(policies))
-      ->capture_default_str();
-  cmd->add_option("--deadline-ms", o->backend.deadline_ms, "a run still going after this stops with a timeout")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_scheduler_options(*cmd, o->scheduler);
   cmd->add_flag("--json", o->json, "print the result as JSON");
   return {cmd, [o] { return run(*o); }};
 }

@@ -1,12 +1,8 @@
 #include "common.hpp"
 
-#include <unistd.h>
 
-#include <cerrno>
 #include <charconv>
 #include <cstdint>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <string_view>
 #include <system_error>
@@ -15,6 +11,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "canopy/trees/atomic_file.hpp"
 #include "canopy/trees/generators.hpp"
 #include "canopy/trees/point_io.hpp"
 
@@ -46,16 +43,6 @@ struct generator_spec {
   std::uint64_t seed = 1;
 };
 
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  for (;;) {
-    const auto at = s.find(sep);
-    parts.push_back(s.substr(0, at));
-    if (at == std::string_view::npos) return parts;
-    s.remove_prefix(at + 1);
-  }
-}
-
 template <class Int>
 Int parse_number(const std::string& spec, std::string_view field, std::string_view what, Int lo, Int hi) {
   Int value{};
@@ -66,7 +53,7 @@ Int parse_number(const std::string& spec, std::string_view field, std::string_vi
 }
 
 generator_spec parse_generator_spec(const std::string& spec) {
-  const auto parts = split(std::string_view(spec).substr(generator_prefix.size()), ':');
+  const auto parts = canopy::bench::split(std::string_view(spec).substr(generator_prefix.size()), ':');
   if (parts.empty() || parts[0].empty())
     throw usage_error(spec, "a generator spec is gen:DIST:N[:SEED] or gen:lattice:DEPTH:PER_LEAF[:SEED]");
   generator_spec g;
@@ -149,37 +136,17 @@ loaded_tree load_tree(const std::string& spec, const tree_options& options) {
 
 void stage::done(const std::string& what) const { spdlog::info("{} ({:.1f} ms)", what, elapsed_ms()); }
 
-void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+void check_output_path(const std::string& subject, const std::filesystem::path& path) {
   const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw usage_error(path.string(), "directory does not exist");
-  if (std::filesystem::is_directory(path, ec)) throw usage_error(path.string(), "is a directory");
-  auto temp = path;
-  temp += fmt::format(".tmp.{}", ::getpid());
-  try {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out) throw usage_error(path.string(), fmt::format("cannot create file: {}", std::strerror(errno)));
-    write(out);
-    out.flush();
-    if (!out) throw usage_error(path.string(), "write failed (disk full?)");
-    out.close();
-    if (!out) throw usage_error(path.string(), "write failed while closing");
-    std::filesystem::rename(temp, path, ec);
-    if (ec) throw usage_error(path.string(), fmt::format("cannot rename the temporary file into place: {}", ec.message()));
-  } catch (...) {
-    std::filesystem::remove(temp, ec);
-    throw;
-  }
+  if (!std::filesystem::is_directory(dir, ec)) throw usage_error(subject, "directory does not exist");
+  if (std::filesystem::is_directory(path, ec)) throw usage_error(subject, "is a directory");
 }
 
-std::string grouped(long long value) {
-  auto digits = std::to_string(value < 0 ? -value : value);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return value < 0 ? "-" + out : out;
+void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+  // Checked first so that the user reads which argument is wrong, not the temporary file's name.
+  check_output_path(path.string(), path);
+  canopy::trees::write_file_atomically(path, write);
 }
 
 }  // namespace canopy::tool

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "canopy/trees/octree.hpp"
+#include "common/text.hpp"
 #include "canopy/trees/point.hpp"
 
 namespace CLI {
@@ -73,11 +74,16 @@ class stage {
   std::chrono::steady_clock::time_point start_;
 };
 
-/// Writes `path` through a temporary file in the same directory and a rename, so a failure
-/// leaves either the old file or none, never half of a new one.
+/// Throws usage_error(subject, ...) when `path` cannot be an output file: its folder does not exist,
+/// or it is a folder. Checked before a long run, not after.
+void check_output_path(const std::string& subject, const std::filesystem::path& path);
+
+/// Writes `path` through a temporary file in the same directory and a rename
+/// (canopy::trees::write_file_atomically), so a failure leaves either the old file or none, never
+/// half of a new one; a missing directory or a directory in the way is a usage_error.
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
 
 /// 1234567 -> "1,234,567" (counts in human-readable output).
-std::string grouped(long long value);
+using canopy::bench::grouped;
 
 }  // namespace canopy::tool

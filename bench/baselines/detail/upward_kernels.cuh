@@ -1,7 +1,7 @@
 // Kernels of the upward-pass baselines (nvcc only; included by baselines.cu).
 //
 // Work unit: a lane group of G consecutive lanes of one warp (canopy/lane_group.cuh) computes one
-// node with the group P2M / M2M of canopy/trees/group_multipole.cuh, which the scheduler's octree
+// node with the group P2M / M2M of canopy/passes/group_multipole.cuh, which the scheduler's octree
 // client uses too, so the baselines and the scheduler differ only in how they schedule.
 #pragma once
 
@@ -10,8 +10,8 @@
 #endif
 
 #include <canopy/lane_group.cuh>
-#include <canopy/trees/device_octree.cuh>
-#include <canopy/trees/group_multipole.cuh>
+#include <canopy/passes/device_octree.cuh>
+#include <canopy/passes/group_multipole.cuh>
 #include <canopy/trees/multipole.hpp>
 #include <canopy/trees/point.hpp>
 

@@ -61,7 +61,7 @@ TEST(parse_variant_list, defaults_per_backend) {
   const auto cpu = cb::default_variants("cpu");
   ASSERT_EQ(cpu.size(), 8u + 2u + 1u);  // modes on the cpu backend, two on twig tasks, reference
   EXPECT_EQ(names(cpu)[8], "lockfree-tree+twig@cpu");
-  EXPECT_TRUE(cpu[9].twig);
+  EXPECT_EQ(cpu[9].tasks, canopy::trees::pass_tasks::twig);
   EXPECT_EQ(names(cpu).front(), "mutex@cpu");
   EXPECT_EQ(names(cpu).back(), "reference@host");
   EXPECT_EQ(names(cb::parse_variant_list("", "cpu")), names(cpu));
@@ -78,11 +78,11 @@ TEST(parse_variant_list, names_aliases_and_duplicates) {
   const auto v = cb::parse_variant_list("lockfree", "gpu");
   ASSERT_TRUE(v.front().mode.has_value());
   EXPECT_EQ(*v.front().mode, canopy::mode::lockfree);
-  EXPECT_FALSE(v.front().twig);
+  EXPECT_EQ(v.front().tasks, canopy::trees::pass_tasks::node);
   // MODE+twig: the same mode over twig tasks; "twigs": every mode over twig tasks.
   const auto t = cb::parse_variant_list("continuation+twig,continuation", "gpu");
   EXPECT_EQ(names(t), (std::vector<std::string>{"continuation+twig@gpu", "continuation@gpu"}));
-  EXPECT_TRUE(t[0].twig);
+  EXPECT_EQ(t[0].tasks, canopy::trees::pass_tasks::twig);
   EXPECT_EQ(*t[0].mode, canopy::mode::continuation);
   EXPECT_EQ(cb::parse_variant_list("twigs", "cpu").size(), 8u);
   for (const char* bad : {"bogus", "cpu:bogus", "mutex,,lockfree", "Mutex", "bogus+twig", "+twig"}) {

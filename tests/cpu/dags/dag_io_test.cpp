@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "canopy/status.hpp"
-#include "canopy/trees/dag_accumulate.hpp"
-#include "canopy/trees/dag_io.hpp"
+#include "canopy/dags/dag_accumulate.hpp"
+#include "canopy/dags/dag_io.hpp"
 #include "canopy/trees/errors.hpp"
 #include "random_dag.hpp"
 

@@ -16,8 +16,8 @@
 #include "canopy/cpu_scheduler.hpp"
 #include "canopy/mode.hpp"
 #include "canopy/task_graph.hpp"
-#include "canopy/trees/dag_accumulate.hpp"
-#include "canopy/trees/dag_io.hpp"
+#include "canopy/dags/dag_accumulate.hpp"
+#include "canopy/dags/dag_io.hpp"
 #include "random_dag.hpp"
 
 namespace {

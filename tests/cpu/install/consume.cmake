@@ -21,12 +21,13 @@ run("build ${BINARY}" ${CMAKE_COMMAND} --build ${BINARY} --parallel 1)
 run("custom_tasks" ${BINARY}/custom_tasks)
 message(STATUS "custom_tasks: ${output}")
 
-# canopy::trees comes with the package when Boost.Graph is there (configure only: no build).
+# canopy::trees and canopy::passes come with the package; canopy::dags when Boost.Graph is there
+# (configure only: no build).
 file(WRITE ${BINARY}/trees_consumer/CMakeLists.txt
      "cmake_minimum_required(VERSION 3.25)\nproject(trees_consumer LANGUAGES CXX)\n"
-     "find_package(canopy 0.1 REQUIRED COMPONENTS runtime trees)\n"
-     "if(NOT TARGET canopy::trees)\n  message(FATAL_ERROR \"no canopy::trees\")\nendif()\n")
-run("find_package(canopy COMPONENTS trees)" ${CMAKE_COMMAND} -S ${BINARY}/trees_consumer -B ${BINARY}/trees_consumer/build
+     "find_package(canopy 0.1 REQUIRED COMPONENTS runtime trees passes dags)\n"
+     "foreach(t trees passes dags)\n  if(NOT TARGET canopy::\${t})\n    message(FATAL_ERROR \"no canopy::\${t}\")\n  endif()\nendforeach()\n")
+run("find_package(canopy COMPONENTS trees passes dags)" ${CMAKE_COMMAND} -S ${BINARY}/trees_consumer -B ${BINARY}/trees_consumer/build
     -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_CXX_COMPILER=${CXX})
 
 if(KIND STREQUAL "cuda")

@@ -8,8 +8,10 @@ if(NOT rc EQUAL 0)
 endif()
 include(GNUInstallDirs)
 foreach(f IN ITEMS ${CMAKE_INSTALL_INCLUDEDIR}/canopy/cpu_scheduler.hpp ${CMAKE_INSTALL_INCLUDEDIR}/canopy/gpu_scheduler.cuh
-               ${CMAKE_INSTALL_INCLUDEDIR}/canopy/detail/scheduler_state.hpp ${CMAKE_INSTALL_INCLUDEDIR}/canopy/trees/dag_io.hpp
+               ${CMAKE_INSTALL_INCLUDEDIR}/canopy/detail/scheduler_state.hpp ${CMAKE_INSTALL_INCLUDEDIR}/canopy/dags/dag_io.hpp
+               ${CMAKE_INSTALL_INCLUDEDIR}/canopy/trees/octree.hpp ${CMAKE_INSTALL_INCLUDEDIR}/canopy/passes/upward_runner.hpp
                ${CMAKE_INSTALL_LIBDIR}/libcanopy_runtime.a ${CMAKE_INSTALL_LIBDIR}/libcanopy_trees.a
+               ${CMAKE_INSTALL_LIBDIR}/libcanopy_passes.a ${CMAKE_INSTALL_LIBDIR}/libcanopy_dags.a
                ${CMAKE_INSTALL_LIBDIR}/cmake/canopy/canopyConfig.cmake ${CMAKE_INSTALL_LIBDIR}/cmake/canopy/canopyConfigVersion.cmake)
   if(NOT EXISTS ${PREFIX}/${f})
     message(FATAL_ERROR "not installed: ${PREFIX}/${f}")

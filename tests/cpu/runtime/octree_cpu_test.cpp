@@ -7,8 +7,8 @@
 #include "canopy/trees/generators.hpp"
 #include "canopy/trees/octree.hpp"
 #include "canopy/trees/reference.hpp"
-#include "canopy/trees/twig_pass.hpp"
-#include "canopy/trees/upward_pass.hpp"
+#include "canopy/passes/twig_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
 
 namespace {
 namespace ct = canopy::trees;

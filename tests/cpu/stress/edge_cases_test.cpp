@@ -15,7 +15,7 @@
 #include "canopy/trees/octree.hpp"
 #include "canopy/trees/point_io.hpp"
 #include "canopy/trees/reference.hpp"
-#include "canopy/trees/upward_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
 #include "edge_case_sets.hpp"
 
 namespace {

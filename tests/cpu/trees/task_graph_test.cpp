@@ -1,5 +1,5 @@
 #include <canopy/trees/generators.hpp>
-#include <canopy/trees/task_graph.hpp>
+#include <canopy/dags/boost_task_graph.hpp>
 
 #include "test_support.hpp"
 
@@ -13,7 +13,7 @@ namespace {
 
 using testing::temp_dir;
 
-graph_error expect_graph_error(const task_graph& g, graph_error::kind kind, graph_shape shape = graph_shape::tree) {
+graph_error expect_graph_error(const boost_task_graph& g, graph_error::kind kind, graph_shape shape = graph_shape::tree) {
   try {
     validate_task_graph(g, shape);
   } catch (const graph_error& e) {
@@ -26,7 +26,7 @@ graph_error expect_graph_error(const task_graph& g, graph_error::kind kind, grap
 
 TEST(TaskGraph, MirrorsTheTree) {
   const octree t = build_octree(generate_plummer(20000, 1), {8, 21});
-  const task_graph g = make_task_graph(t);
+  const boost_task_graph g = make_task_graph(t);
   ASSERT_EQ(boost::num_vertices(g), static_cast<std::size_t>(t.node_count()));
   EXPECT_EQ(boost::num_edges(g), static_cast<std::size_t>(t.node_count() - 1));
   for (std::int32_t n = 0; n < t.node_count(); ++n) {
@@ -43,12 +43,12 @@ TEST(TaskGraph, ValidTreesOfEveryKind) {
   EXPECT_NO_THROW(validate_task_graph(make_task_graph(build_octree({}))));
   EXPECT_NO_THROW(validate_task_graph(make_task_graph(build_octree(generate_uniform(1, 1)))));
   EXPECT_NO_THROW(validate_task_graph(make_task_graph(build_complete_octree(4, 1, 1))));
-  EXPECT_NO_THROW(validate_task_graph(task_graph{}));
+  EXPECT_NO_THROW(validate_task_graph(boost_task_graph{}));
 }
 
 TEST(TaskGraph, PlantedCycleIsReportedWithItsVertices) {
   const octree t = build_complete_octree(3, 1, 1);
-  task_graph g = make_task_graph(t);
+  boost_task_graph g = make_task_graph(t);
   const std::int32_t leaf = t.leaves[100];
   boost::add_edge(0, static_cast<std::size_t>(leaf), g);  // root -> leaf closes leaf -> ... -> root
   const graph_error e = expect_graph_error(g, graph_error::kind::cycle);
@@ -65,7 +65,7 @@ TEST(TaskGraph, PlantedCycleIsReportedWithItsVertices) {
 }
 
 TEST(TaskGraph, SelfLoopIsACycle) {
-  task_graph g = make_task_graph(build_complete_octree(1, 1, 1));
+  boost_task_graph g = make_task_graph(build_complete_octree(1, 1, 1));
   boost::add_edge(3, 3, g);
   const graph_error e = expect_graph_error(g, graph_error::kind::cycle);
   EXPECT_EQ(e.nodes(), std::vector<std::size_t>{3});
@@ -73,7 +73,7 @@ TEST(TaskGraph, SelfLoopIsACycle) {
 
 TEST(TaskGraph, PlantedSecondParentIsReported) {
   const octree t = build_complete_octree(2, 1, 1);
-  task_graph g = make_task_graph(t);
+  boost_task_graph g = make_task_graph(t);
   const std::size_t child = static_cast<std::size_t>(t.level_offset[2]);  // first leaf, parent 1
   boost::add_edge(child, 2, g);                                            // a second parent, no cycle
   const graph_error e = expect_graph_error(g, graph_error::kind::multiple_parents);
@@ -85,7 +85,7 @@ TEST(TaskGraph, PlantedSecondParentIsReported) {
 
 TEST(TaskGraph, DetachedSubtreeIsASecondRoot) {
   const octree t = build_complete_octree(2, 1, 1);
-  task_graph g = make_task_graph(t);
+  boost_task_graph g = make_task_graph(t);
   boost::remove_edge(3, 0, g);  // node 3's subtree no longer reaches the root
   const graph_error e = expect_graph_error(g, graph_error::kind::multiple_roots);
   EXPECT_EQ(e.nodes(), (std::vector<std::size_t>{0, 3}));

@@ -1,9 +1,9 @@
-// The twig decomposition (canopy/trees/twig_pass.hpp): which nodes become tasks, the graph's
+// The twig decomposition (canopy/passes/twig_pass.hpp): which nodes become tasks, the graph's
 // shape, the source order, and the serial twig operation against the double reference.
 #include <canopy/trees/generators.hpp>
 #include <canopy/trees/octree.hpp>
 #include <canopy/trees/reference.hpp>
-#include <canopy/trees/twig_pass.hpp>
+#include <canopy/passes/twig_pass.hpp>
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // no assertion depends on a measured time.
 #include <gtest/gtest.h>
 
-#include <canopy/trees/device_octree.cuh>
+#include <canopy/passes/device_octree.cuh>
 #include <canopy/trees/octree.hpp>
 
 #include "baselines/baselines.cuh"

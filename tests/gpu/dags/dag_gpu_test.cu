@@ -8,7 +8,7 @@
 
 #include "canopy/gpu_scheduler.cuh"
 #include "canopy/mode.hpp"
-#include "canopy/trees/dag_accumulate.hpp"
+#include "canopy/dags/dag_accumulate.hpp"
 #include "gpu_test.hpp"
 #include "random_dag.hpp"
 

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "canopy/gpu_scheduler.cuh"
-#include "canopy/trees/device_octree.cuh"
+#include "canopy/passes/device_octree.cuh"
 #include "canopy/trees/octree.hpp"
 #include "canopy/trees/reference.hpp"
-#include "canopy/trees/upward_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
 #include "edge_case_sets.hpp"
 #include "gpu_test.hpp"
 

@@ -27,11 +27,11 @@
 
 #include "canopy/cuda/event.hpp"
 #include "canopy/gpu_scheduler.cuh"
-#include "canopy/trees/device_octree.cuh"
+#include "canopy/passes/device_octree.cuh"
 #include "canopy/trees/generators.hpp"
 #include "canopy/trees/octree.hpp"
 #include "canopy/trees/reference.hpp"
-#include "canopy/trees/upward_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
 #include "gpu_test.hpp"
 
 namespace {

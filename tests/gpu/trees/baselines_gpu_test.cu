@@ -5,7 +5,7 @@
 // last-arriver counter that is not reset, fails the second run. Label `gpu`; skips without a device.
 #include <gtest/gtest.h>
 
-#include <canopy/trees/device_octree.cuh>
+#include <canopy/passes/device_octree.cuh>
 #include <canopy/trees/generators.hpp>
 #include <canopy/trees/multipole.hpp>
 #include <canopy/trees/octree.hpp>

@@ -3,7 +3,7 @@
 // errors. Label `gpu`; the tests that need a device skip themselves without one.
 #include <gtest/gtest.h>
 
-#include <canopy/trees/device_octree.cuh>
+#include <canopy/passes/device_octree.cuh>
 #include <canopy/trees/generators.hpp>
 #include <canopy/trees/multipole.hpp>
 #include <canopy/trees/octree.hpp>
@@ -102,8 +102,8 @@ TEST_F(device_octree_gpu, copies_equal_host_arrays) {
 TEST_F(device_octree_gpu, ref_works_by_value_in_a_kernel) {
   const ct::octree tree = ct::build_octree(ct::generate_plummer(100000, 11), ct::build_options{8, 21});
   const ct::device_octree d(tree);
-  canopy::test::device_buffer<int> violations(1);
-  violations.fill_zero();
+  canopy::device_buffer<int> violations(1);
+  violations.fill_bytes(0);
   check_links<<<(d.node_count() + 255) / 256, 256>>>(d.ref(), violations.data());
   CANOPY_TEST_CUDA(cudaGetLastError());
   EXPECT_EQ(violations.download()[0], 0);
@@ -182,15 +182,15 @@ TEST(device_octree_host, malformed_octree_is_rejected_before_any_copy) {
 
 TEST(device_octree_host, cuda_failures_throw_typed_errors_with_location) {
   try {
-    CANOPY_TREES_CUDA_CHECK(cudaErrorInvalidValue);
+    CANOPY_CUDA_TRY(cudaErrorInvalidValue);
     FAIL() << "no exception";
-  } catch (const ct::cuda_error& e) {
-    EXPECT_EQ(e.code(), cudaErrorInvalidValue);
+  } catch (const canopy::cuda_error& e) {
+    EXPECT_EQ(e.cuda_code(), cudaErrorInvalidValue);
     const std::string what = e.what();
     EXPECT_NE(what.find("device_octree_gpu_test.cu:"), std::string::npos) << what;
     EXPECT_NE(what.find("cudaErrorInvalidValue"), std::string::npos) << what;
   }
-  EXPECT_NO_THROW(CANOPY_TREES_CUDA_CHECK(cudaSuccess));
+  EXPECT_NO_THROW(CANOPY_CUDA_TRY(cudaSuccess));
 }
 
 }  // namespace

@@ -1,15 +1,15 @@
-// Twig tasks (canopy/trees/twig_pass.hpp) on the GPU backend against the double reference: every
+// Twig tasks (canopy/passes/twig_pass.hpp) on the GPU backend against the double reference: every
 // mode, lane counts 1, 2 and 4 per leaf, complete trees and adaptive ones (which mix twigs, plain
 // internal nodes and leaves that are tasks of their own), grids of one block and of every
 // co-resident block, two runs each (the second checks the counters' reset). Label `gpu`.
 #include <gtest/gtest.h>
 
 #include <canopy/gpu_scheduler.cuh>
-#include <canopy/trees/device_octree.cuh>
+#include <canopy/passes/device_octree.cuh>
 #include <canopy/trees/generators.hpp>
 #include <canopy/trees/reference.hpp>
-#include <canopy/trees/twig_pass.hpp>
-#include <canopy/trees/upward_pass.hpp>
+#include <canopy/passes/twig_pass.hpp>
+#include <canopy/passes/upward_pass.hpp>
 
 #include <string>
 #include <vector>
@@ -27,7 +27,7 @@ void expect_twig_runs_match(const ct::octree& tree, canopy::mode m, int blocks, 
   const auto ref = ct::reference_upward_pass(tree);
   ct::device_octree d(tree);
   ct::device_payloads<float> out(tree.node_count());
-  canopy::test::device_buffer<ct::twig_task> tasks(tg.tasks);
+  canopy::device_buffer<ct::twig_task> tasks(tg.tasks);
   canopy::scheduler_options o;
   o.mode = m;
   o.blocks = blocks;

@@ -1,7 +1,7 @@
 #include <canopy/trees/errors.hpp>
-#include <canopy/trees/task_graph.hpp>
+#include <canopy/dags/boost_task_graph.hpp>
 
-#include "atomic_file.hpp"
+#include <canopy/trees/atomic_file.hpp>
 
 #include <boost/graph/depth_first_search.hpp>
 #include <boost/graph/graphviz.hpp>
@@ -12,9 +12,9 @@
 
 namespace canopy::trees {
 
-task_graph make_task_graph(const octree& tree) {
+boost_task_graph make_task_graph(const octree& tree) {
   const std::size_t nodes = static_cast<std::size_t>(tree.node_count());
-  task_graph g(nodes);
+  boost_task_graph g(nodes);
   for (std::size_t v = 0; v < nodes; ++v) {
     g[v] = task_vertex{static_cast<std::int32_t>(v), tree.level[v], tree.point_count[v]};
     if (tree.parent[v] >= 0) boost::add_edge(v, static_cast<std::size_t>(tree.parent[v]), g);
@@ -24,8 +24,8 @@ task_graph make_task_graph(const octree& tree) {
 
 namespace {
 
-using vertex = task_graph::vertex_descriptor;
-using edge = task_graph::edge_descriptor;
+using vertex = boost_task_graph::vertex_descriptor;
+using edge = boost_task_graph::edge_descriptor;
 
 std::string list(const std::vector<std::size_t>& vs, const char* separator) {
   std::string s;
@@ -41,8 +41,8 @@ struct found_cycle {
 class cycle_recorder : public boost::default_dfs_visitor {
  public:
   explicit cycle_recorder(std::vector<vertex>& predecessor) : predecessor_(&predecessor) {}
-  void tree_edge(edge e, const task_graph& g) { (*predecessor_)[boost::target(e, g)] = boost::source(e, g); }
-  void back_edge(edge e, const task_graph& g) {
+  void tree_edge(edge e, const boost_task_graph& g) { (*predecessor_)[boost::target(e, g)] = boost::source(e, g); }
+  void back_edge(edge e, const boost_task_graph& g) {
     const vertex from = boost::source(e, g), to = boost::target(e, g);
     found_cycle found;
     for (vertex v = from; v != to; v = (*predecessor_)[v]) found.cycle.push_back(v);
@@ -57,7 +57,7 @@ class cycle_recorder : public boost::default_dfs_visitor {
 
 }  // namespace
 
-void validate_task_graph(const task_graph& g, graph_shape shape) {
+void validate_task_graph(const boost_task_graph& g, graph_shape shape) {
   const std::size_t count = boost::num_vertices(g);
   if (count == 0) return;
 
@@ -91,8 +91,8 @@ void validate_task_graph(const task_graph& g, graph_shape shape) {
   }
 }
 
-void write_dot(const task_graph& g, const std::filesystem::path& path) {
-  detail::write_file_atomically(path, [&](std::ostream& out) {
+void write_dot(const boost_task_graph& g, const std::filesystem::path& path) {
+  write_file_atomically(path, [&](std::ostream& out) {
     boost::write_graphviz(
         out, g,
         [&g](std::ostream& os, vertex v) {

@@ -1,6 +1,6 @@
-#include <canopy/trees/dag_io.hpp>
+#include <canopy/dags/dag_io.hpp>
 #include <canopy/trees/errors.hpp>
-#include <canopy/trees/task_graph.hpp>
+#include <canopy/dags/boost_task_graph.hpp>
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/graphviz.hpp>
@@ -97,7 +97,7 @@ dot_dag parse_dag_dot(std::string_view text, const std::string& source) {
 
   std::vector<std::pair<task_id, task_id>> edges;
   edges.reserve(boost::num_edges(g));
-  task_graph check(n);  // the Boost.Graph view validate_task_graph searches for cycles
+  boost_task_graph check(n);  // the Boost.Graph view validate_task_graph searches for cycles
   for (const auto e : boost::make_iterator_range(boost::edges(g))) {
     const task_id from = id_of[boost::source(e, g)], to = id_of[boost::target(e, g)];
     edges.emplace_back(from, to);

@@ -14,12 +14,24 @@
 
 #if defined(__CUDACC__)
 #include "canopy/lane_group.cuh"
-#include "canopy/trees/group_multipole.cuh"
+#include "canopy/passes/group_multipole.cuh"
 #endif
 
 namespace canopy::trees {
 
-/// Views of the tree arrays (host or device memory) and the output payloads.
+/// Views of an octree's arrays (host or device memory) and the output payloads: what every
+/// upward-pass task reads and writes, whatever the task kind.
+template <class T>
+struct upward_arrays {
+  const point* points;
+  const std::int32_t* first_child;
+  const std::int32_t* child_count;
+  const std::int32_t* point_begin;
+  const std::int32_t* point_count;
+  multipole<T>* payload;
+};
+
+/// One task per node, over `arrays`.
 /// `Lanes`: the lane group that runs one node on the GPU (group_multipole.cuh); the CPU backend
 /// and the warp-master modes use one thread whatever it says.
 /// `MergeBatch`: children a lane loads before merging them (1, 2 or 4, at most 8 / Lanes); more
@@ -28,23 +40,18 @@ template <class T, int Lanes = 2, int MergeBatch = (Lanes >= 8 ? 1 : 2)>
 struct upward_ops {
   static constexpr int group_size = Lanes;
 
-  const point* points;
-  const std::int32_t* first_child;
-  const std::int32_t* child_count;
-  const std::int32_t* point_begin;
-  const std::int32_t* point_count;
-  multipole<T>* payload;
+  upward_arrays<T> arrays;
 
   CANOPY_HD void operator()(task_id node) const {
-    const std::int32_t children = child_count[node];
+    const std::int32_t children = arrays.child_count[node];
     if (children == 0) {
-      payload[node] = p2m<T>(points + point_begin[node], point_count[node]);
+      arrays.payload[node] = p2m<T>(arrays.points + arrays.point_begin[node], arrays.point_count[node]);
       return;
     }
-    const std::int32_t first = first_child[node];
-    multipole<T> acc = payload[first];
-    for (std::int32_t c = 1; c < children; ++c) acc = m2m_merge(acc, payload[first + c]);
-    payload[node] = acc;
+    const std::int32_t first = arrays.first_child[node];
+    multipole<T> acc = arrays.payload[first];
+    for (std::int32_t c = 1; c < children; ++c) acc = m2m_merge(acc, arrays.payload[first + c]);
+    arrays.payload[node] = acc;
   }
 
 #if defined(__CUDACC__)
@@ -53,16 +60,16 @@ struct upward_ops {
     if constexpr (!std::is_same_v<T, float>) {
       if (g.rank == 0) (*this)(node);
     } else {
-      const std::int32_t children = __ldg(child_count + node);
+      const std::int32_t children = __ldg(arrays.child_count + node);
       multipole<float> r;
       if (children == 0) {
-        r = group_p2m(g, points + __ldg(point_begin + node), __ldg(point_count + node));
+        r = group_p2m(g, arrays.points + __ldg(arrays.point_begin + node), __ldg(arrays.point_count + node));
       } else {
         // Children were written during this run by other SMs: read them through L2.
         constexpr int batch = MergeBatch < children_per_lane<G> ? MergeBatch : children_per_lane<G>;
-        r = group_merge<G, batch>(g, payload + __ldg(first_child + node), children, load_through_l2{});
+        r = group_merge<G, batch>(g, arrays.payload + __ldg(arrays.first_child + node), children, load_through_l2{});
       }
-      group_store(g, payload + node, r);
+      group_store(g, arrays.payload + node, r);
     }
   }
 #endif
@@ -77,9 +84,8 @@ inline task_graph make_upward_graph(const octree& tree) {
 }
 
 /// Lanes per node that suit `tree` on the GPU: about four points per lane, so that each lane keeps
-/// four 16-byte loads in flight: mean leaf size >= 32 -> 8, >= 16 -> 4, else 2. (On an H100, depth
-/// 8 with 8 points per leaf ran 1.3x faster with 2 lanes than with 1 and 1.7x faster than with 8;
-/// bench/RESULTS.md.)
+/// four 16-byte loads in flight: mean leaf size >= 32 -> 8, >= 16 -> 4, else 2. Fewer lanes leave
+/// loads unissued; more leave lanes idle on small leaves (measured by leaf size in bench/RESULTS.md).
 inline int upward_lanes(const octree& tree) {
   if (tree.leaves.empty()) return 2;
   const double mean_leaf = static_cast<double>(tree.points.size()) / static_cast<double>(tree.leaves.size());

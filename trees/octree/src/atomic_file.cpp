@@ -1,4 +1,4 @@
-#include "atomic_file.hpp"
+#include <canopy/trees/atomic_file.hpp>
 
 #include <atomic>
 #include <cerrno>
@@ -8,7 +8,7 @@
 
 #include <unistd.h>
 
-namespace canopy::trees::detail {
+namespace canopy::trees {
 
 namespace {
 
@@ -48,4 +48,4 @@ void write_file_atomically(const std::filesystem::path& path, const std::functio
   }
 }
 
-}  // namespace canopy::trees::detail
+}  // namespace canopy::trees

@@ -15,7 +15,7 @@
 #pragma once
 
 #if !defined(__CUDACC__)
-#error "canopy/trees/group_multipole.cuh is device code: include it from .cu files only"
+#error "canopy/passes/group_multipole.cuh is device code: include it from .cu files only"
 #endif
 
 #include <canopy/lane_group.cuh>
@@ -121,8 +121,8 @@ __device__ multipole<float> group_p2m(const canopy::lane_group<G>& g, const poin
 // sets (count 0) add nothing. Unlike m2m_merge, a union of one non-empty set is not returned bit
 // for bit: its centre is (M c) / M, within an ulp of c, so a chain of single-child nodes may drift
 // by about an ulp a level (well inside compare_payloads' bounds). Returning the lone set exactly
-// (one more butterfly and a branch) made the depth-8 continuation+twig pass 18% slower on an H100
-// (1951 -> 2333 us, register allocation), so it is not done.
+// takes one more butterfly and a branch, and the registers they cost slowed the twig pass
+// markedly (bench/RESULTS.md), so it is not done.
 template <int Stride, int G>
 __device__ multipole<float> group_combine(const canopy::lane_group<G>& g, const multipole<float>& m) {
   static_assert(Stride >= 1 && Stride <= G, "Stride: 1 .. G");
@@ -205,8 +205,8 @@ __device__ __forceinline__ std::uint32_t multipole_word_at(const multipole<float
 // Stores m at p with the G lanes of g, which all hold the same m (the results of group_p2m and
 // group_merge are bitwise equal in every lane): lane r writes words r, r + G, ..., so one store
 // instruction writes G consecutive words instead of one. Written by one lane, a payload is 17
-// single-word stores, each its own L2 request: on an H100 those requests, not DRAM, were the limit
-// of the bandwidth-bound passes (ncu at depth 8: L2 throughput 89-90%, DRAM 40-65%).
+// single-word stores, each its own L2 request: those requests, not DRAM, limit the bandwidth-bound
+// passes (profiles in bench/RESULTS.md).
 template <int G>
 __device__ __forceinline__ void group_store(const canopy::lane_group<G>& g, multipole<float>* p, const multipole<float>& m) {
   static_assert(sizeof(multipole<float>) == 17 * sizeof(std::uint32_t), "multipole<float> is 17 packed words");

@@ -11,11 +11,12 @@
 // leaves at once with group_combine, node tasks their children with group_merge), checked against
 // the double reference like any other run.
 //
-//   const twig_graph tg = make_twig_graph(tree);                     // host, O(nodes)
-//   device_buffer tasks(tg.tasks) ...                                   // upload
-//   twig_upward_ops<float, 2> ops{tasks, points, first_child, child_count, point_begin,
-//                                  point_count, payload};
+//   const twig_graph tg = make_twig_graph(tree);                      // host, O(nodes)
+//   canopy::device_buffer<twig_task> tasks(tg.tasks);                  // upload
+//   twig_upward_ops<float, 2> ops{tasks.data(), {points, first_child, child_count, point_begin,
+//                                                point_count, payload}};
 //   scheduler.run(ops);                                                 // a scheduler over tg.graph
+// (upward_runner.hpp does all of this for a tree, on either backend.)
 #pragma once
 
 #include <cstdint>
@@ -26,12 +27,12 @@
 #include "canopy/task_graph.hpp"
 #include "canopy/trees/multipole.hpp"
 #include "canopy/trees/octree.hpp"
-#include "canopy/trees/upward_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
 
 #if defined(__CUDACC__)
 #include "canopy/lane_group.cuh"
 #include "canopy/prefetch.cuh"
-#include "canopy/trees/group_multipole.cuh"
+#include "canopy/passes/group_multipole.cuh"
 #endif
 
 namespace canopy::trees {
@@ -39,8 +40,8 @@ namespace canopy::trees {
 /// One task of the twig decomposition: the node it computes (`entry`: the bitwise complement of
 /// the node, ~node < 0, for a twig; the node itself for any other task) and that node's children,
 /// so that a task starts with one 16-byte load instead of a load of its node followed by loads of
-/// the node's structure (one dependent L2 round trip less per level of a small tree: 1-1.5 us at
-/// depth 5 and 4.7% at depth 8 on an H100, bench/RESULTS.md).
+/// the node's structure: one dependent L2 round trip less per level, which is what a small tree's
+/// pass is made of (bench/RESULTS.md).
 struct alignas(16) twig_task {
   std::int32_t entry;
   std::int32_t first_child;  // -1 for a leaf
@@ -89,23 +90,19 @@ template <class T, int LeafLanes = 2>
 struct twig_upward_ops {
   static_assert(LeafLanes == 1 || LeafLanes == 2 || LeafLanes == 4, "LeafLanes: 1, 2 or 4");
   static constexpr int group_size = 8 * LeafLanes;
-  /// A twig moves 8 leaves' points: 8 of them per group and batch instead of the scheduler's 4
-  /// made depth 8 5% faster and a 16M-point Plummer tree 3% on an H100; with the prefetch hints
-  /// below, 16 made depth 8 another 1.5% faster (1860-1879 -> 1832-1840 us). It is an upper
-  /// bound: capped at the group size (8 when LeafLanes is 1), and lowered by the run for trees
-  /// with few twigs per block (run_batch_max: depth 7 and the Plummer tree run 7; bench/RESULTS.md).
+  /// A twig moves 8 leaves' points, so a group takes more of them per batch than the scheduler's
+  /// default of 4: fewer fetches per byte moved, and with the prefetch hints below the next
+  /// tasks' points are on their way while these run (bench/RESULTS.md). It is an upper bound:
+  /// capped at the group size (8 when LeafLanes is 1), and lowered by the run for trees with few
+  /// twigs per block (run_batch_max).
   static constexpr int tasks_per_group = 16;
 
   const twig_task* tasks;
-  const point* points;
-  const std::int32_t* first_child;
-  const std::int32_t* child_count;
-  const std::int32_t* point_begin;
-  const std::int32_t* point_count;
-  multipole<T>* payload;
+  upward_arrays<T> arrays;
 
   CANOPY_HD void operator()(task_id t) const {
-    twig_task_serial<T>(points, first_child, child_count, point_begin, point_count, payload, tasks[t].entry);
+    const upward_arrays<T>& a = arrays;
+    twig_task_serial<T>(a.points, a.first_child, a.child_count, a.point_begin, a.point_count, a.payload, tasks[t].entry);
   }
 
 #if defined(__CUDACC__)
@@ -121,10 +118,10 @@ struct twig_upward_ops {
       multipole<float> r;
       if (entry >= 0) {
         if (children == 0) {
-          r = group_p2m(g, points + __ldg(point_begin + entry), __ldg(point_count + entry));
+          r = group_p2m(g, arrays.points + __ldg(arrays.point_begin + entry), __ldg(arrays.point_count + entry));
         } else {
           // Children were written during this run by other SMs: read them through L2.
-          r = group_merge<G, 1>(g, payload + first, children, load_through_l2{});
+          r = group_merge<G, 1>(g, arrays.payload + first, children, load_through_l2{});
         }
       } else {
         const std::int32_t node = ~entry;
@@ -132,14 +129,15 @@ struct twig_upward_ops {
         r = multipole_identity<float>();
         if (c < children) {
           const lane_group<L> sub = lane_group<L>::here();
-          r = group_p2m(sub, points + __ldg(point_begin + first + c), __ldg(point_count + first + c));
-          group_store(sub, payload + first + c, r);
+          r = group_p2m(sub, arrays.points + __ldg(arrays.point_begin + first + c),
+                        __ldg(arrays.point_count + first + c));
+          group_store(sub, arrays.payload + first + c, r);
         }
         // The twig's moments from its leaves' at once (every lane ends with the same).
-        group_store(g, payload + node, group_combine<L>(g, r));
+        group_store(g, arrays.payload + node, group_combine<L>(g, r));
         return;
       }
-      group_store(g, payload + entry, r);
+      group_store(g, arrays.payload + entry, r);
     }
   }
 
@@ -156,16 +154,17 @@ struct twig_upward_ops {
     const std::int32_t a = children == 0 ? entry : first, z = children == 0 ? entry : first + children - 1;
     if (stage == prefetch_stage::structure) {
       if (points_task) {
-        prefetch_l1(point_begin + a, static_cast<std::uint32_t>(z - a + 1) * sizeof(std::int32_t));
-        prefetch_l1(point_count + z, sizeof(std::int32_t));
+        prefetch_l1(arrays.point_begin + a, static_cast<std::uint32_t>(z - a + 1) * sizeof(std::int32_t));
+        prefetch_l1(arrays.point_count + z, sizeof(std::int32_t));
       }
       return;
     }
     if (points_task) {
-      const std::int32_t begin = __ldg(point_begin + a), end = __ldg(point_begin + z) + __ldg(point_count + z);
-      if (end > begin) prefetch_l2(points + begin, static_cast<std::uint32_t>(end - begin) * sizeof(point));
+      const std::int32_t begin = __ldg(arrays.point_begin + a);
+      const std::int32_t end = __ldg(arrays.point_begin + z) + __ldg(arrays.point_count + z);
+      if (end > begin) prefetch_l2(arrays.points + begin, static_cast<std::uint32_t>(end - begin) * sizeof(point));
     } else {
-      prefetch_l2(payload + first, static_cast<std::uint32_t>(children) * sizeof(multipole<T>));
+      prefetch_l2(arrays.payload + first, static_cast<std::uint32_t>(children) * sizeof(multipole<T>));
     }
   }
 #endif

@@ -1,5 +1,5 @@
-// The twig decomposition of an octree (canopy/trees/twig_pass.hpp).
-#include "canopy/trees/twig_pass.hpp"
+// The twig decomposition of an octree (canopy/passes/twig_pass.hpp).
+#include "canopy/passes/twig_pass.hpp"
 
 #include <cstddef>
 

@@ -1,7 +1,7 @@
 #include <canopy/trees/errors.hpp>
 #include <canopy/trees/point_io.hpp>
 
-#include "atomic_file.hpp"
+#include <canopy/trees/atomic_file.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -231,7 +231,7 @@ std::vector<point> parse_points_binary(std::span<const std::byte> bytes, std::st
 
 void write_points_binary(const std::filesystem::path& path, std::span<const point> points) {
   validate_points(path.string(), points);
-  detail::write_file_atomically(path, [&](std::ostream& out) {
+  write_file_atomically(path, [&](std::ostream& out) {
     unsigned char header[point_file_header_bytes] = {};
     std::memcpy(header, point_file_magic, sizeof point_file_magic);
     const std::uint32_t version = point_file_version;
@@ -265,7 +265,7 @@ std::vector<point> parse_points_csv(std::string_view text, std::string_view sour
 
 void write_points_csv(const std::filesystem::path& path, std::span<const point> points) {
   validate_points(path.string(), points);
-  detail::write_file_atomically(path, [&](std::ostream& out) {
+  write_file_atomically(path, [&](std::ostream& out) {
     std::string buffer = "x,y,z,m\n";
     buffer.reserve(1 << 20);
     char number[32];

@@ -1,4 +1,4 @@
-#include <canopy/trees/dag_accumulate.hpp>
+#include <canopy/dags/dag_accumulate.hpp>
 
 #include <stdexcept>
 #include <string>

@@ -1,0 +1,64 @@
+// add_scheduler_options: the scheduler's command-line options, once for every command.
+#include "scheduler_cli.hpp"
+
+#include <array>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "canopy/mode.hpp"
+#include "canopy/push_policy.hpp"
+
+namespace canopy::tool {
+
+namespace {
+
+// An option whose value is one of the library's names (`all`: the enum's list, `parse`: its
+// parser). The name is parsed in the option's callback, after CLI11's IsMember check has passed,
+// so a bad name fails with CLI11's message listing the library's names.
+template <class Enum, std::size_t N, class Parse>
+void add_named_option(CLI::App& cmd, const std::string& name, Enum& value, const std::array<Enum, N>& all,
+                      Parse parse, const std::string& help) {
+  std::vector<std::string> names;
+  for (const Enum e : all) names.emplace_back(canopy::to_string(e));
+  cmd.add_option_function<std::string>(name, [&value, parse](const std::string& s) { value = *parse(s); }, help)
+      ->check(CLI::IsMember(names))
+      ->default_str(std::string(canopy::to_string(value)));
+}
+
+}  // namespace
+
+void add_scheduler_options(CLI::App& cmd, canopy::scheduler_options& o, unsigned which, const char* blocks_help) {
+  if (which & option_mode)
+    add_named_option(cmd, "--mode", o.mode, canopy::all_modes, canopy::parse_mode,
+                     "scheduler mode (the seed's optimisation ladder, cumulative)");
+  if (which & option_blocks)
+    cmd.add_option("--blocks", o.blocks,
+                   blocks_help != nullptr ? blocks_help
+                                          : "gpu: blocks of the persistent kernel (0 = all co-resident); "
+                                            "cpu: worker threads (0 = all cores)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+  if (which & option_threads)
+    cmd.add_option("--threads", o.threads_per_block, "gpu: threads per block (a multiple of 32, <= 1024)")
+        ->check(CLI::Range(32, 1024))
+        ->capture_default_str();
+  if (which & option_queue_capacity)
+    cmd.add_option("--queue-capacity", o.global_queue_capacity, "global queue capacity (0 = the task count)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+  if (which & option_push_policy)
+    add_named_option(cmd, "--push-policy", o.policy, canopy::all_push_policies, canopy::parse_push_policy,
+                     "which block's shared queue receives a ready task");
+  if (which & option_deadline)
+    cmd.add_option_function<double>(
+           "--deadline-ms",
+           [&o](double ms) { o.deadline = std::chrono::milliseconds(static_cast<long long>(ms)); },
+           "a run still going after this stops with a timeout")
+        ->check(CLI::PositiveNumber)
+        ->default_str(std::to_string(o.deadline.count()));
+}
+
+}  // namespace canopy::tool

@@ -1,0 +1,71 @@
+// The table of task kinds behind upward_runner: per kind, how its task graph is made, which task
+// data it uploads, how run-time lanes pick its ops type, and how its ops are made over the tree's
+// arrays (host memory for the CPU engine, device memory for the GPU one). Both engines
+// (upward_runner.cpp, upward_runner_gpu.cu) are written once over this table.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "canopy/passes/twig_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
+#include "canopy/passes/upward_runner.hpp"
+#include "canopy/task_graph.hpp"
+
+namespace canopy::trees::detail {
+
+/// The arrays a pass reads and writes, in host or device memory.
+using pass_arrays = upward_arrays<float>;
+
+/// The lanes of the host ops types (host_upward_ops, host_twig_upward_ops): the CPU backend runs
+/// each task on one thread, the type only has to be the one the CPU backend always ran.
+inline constexpr int host_lanes = 2;
+
+template <class TaskData>
+struct prepared_pass {
+  canopy::task_graph graph;
+  std::vector<TaskData> data;  ///< per task, uploaded for the GPU engine (none for node tasks)
+};
+
+struct node_pass {
+  using task_data = std::int32_t;  // unused: a node task needs nothing beyond the tree
+  static prepared_pass<task_data> prepare(const octree& tree) { return {make_upward_graph(tree), {}}; }
+  template <class F>
+  static decltype(auto) with_lanes(int lanes, F&& f) {
+    return with_upward_lanes(lanes, std::forward<F>(f));
+  }
+  template <int Lanes>
+  static upward_ops<float, Lanes> ops(const pass_arrays& a, const task_data*) {
+    return {a};
+  }
+};
+
+struct twig_pass {
+  using task_data = twig_task;
+  static prepared_pass<task_data> prepare(const octree& tree) {
+    twig_graph tg = make_twig_graph(tree);
+    return {std::move(tg.graph), std::move(tg.tasks)};
+  }
+  template <class F>
+  static decltype(auto) with_lanes(int lanes, F&& f) {
+    return with_twig_lanes(lanes, std::forward<F>(f));
+  }
+  template <int Lanes>
+  static twig_upward_ops<float, Lanes> ops(const pass_arrays& a, const task_data* tasks) {
+    return {tasks, a};
+  }
+};
+
+/// Calls f(Kind{}) with the table entry of `tasks`.
+template <class F>
+decltype(auto) with_pass_kind(pass_tasks tasks, F&& f) {
+  switch (tasks) {
+    case pass_tasks::node: return f(node_pass{});
+    case pass_tasks::twig: return f(twig_pass{});
+  }
+  throw std::invalid_argument("upward_runner: unknown task kind");
+}
+
+}  // namespace canopy::trees::detail
