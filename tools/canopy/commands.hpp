@@ -21,6 +21,7 @@ command add_validate_command(CLI::App& app);
 command add_dot_command(CLI::App& app);
 command add_run_dag_command(CLI::App& app);
 command add_bench_command(CLI::App& app);
+command add_modes_command(CLI::App& app);  // cmd_modes.cpp: the library's mode and push-policy tables
 /// `canopy bench atomics` (cmd_bench_atomics.cpp), registered by add_bench_command on its command.
 command add_bench_atomics_command(CLI::App& bench);
 

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
 
   std::vector<command> commands = {add_gen_command(app), add_build_command(app), add_accumulate_command(app),
                                    add_validate_command(app), add_dot_command(app),
-                                   add_run_dag_command(app), add_bench_command(app)};
+                                   add_run_dag_command(app), add_bench_command(app), add_modes_command(app)};
 
   try {
     app.parse(argc, argv);

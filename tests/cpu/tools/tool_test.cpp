@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "canopy/mode.hpp"
+#include "canopy/push_policy.hpp"
 #include "run_tool.hpp"
 
 namespace {
@@ -45,6 +47,21 @@ class CanopyTool : public canopy::test::tool_test {
 };
 
 // --- round trips -------------------------------------------------------------------------------
+
+// `canopy modes` is how scripts (tools/gpu-check) learn the modes: exactly the library's table,
+// one name per line, in its order; --describe also names every push policy.
+TEST_F(CanopyTool, ModesListsTheLibrarysTable) {
+  const auto r = run({"modes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string expected;
+  for (const auto m : canopy::all_modes) expected += std::string(canopy::to_string(m)) + "\n";
+  EXPECT_EQ(r.out, expected);
+  const auto d = run({"modes", "--describe"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  for (const auto& m : canopy::mode_table) EXPECT_NE(d.out.find(std::string(m.summary)), std::string::npos) << m.name;
+  for (const auto p : canopy::all_push_policies)
+    EXPECT_NE(d.out.find(std::string(canopy::to_string(p))), std::string::npos) << canopy::to_string(p);
+}
 
 TEST_F(CanopyTool, GenBuildValidateRoundTrip) {
   const auto file = generate("uniform.bin", "uniform", 5000);
