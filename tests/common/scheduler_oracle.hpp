@@ -19,6 +19,7 @@
 
 #include "canopy/config.hpp"
 #include "canopy/task_graph.hpp"
+#include "scheduler_test_graphs.hpp"
 
 namespace canopy::test {
 
@@ -52,26 +53,10 @@ struct outcome {
   unsigned early = 0;
 };
 
-/// The op's value computed serially in topological order (Kahn).
+/// The op's value computed serially in topological order (Kahn); the poison where a withheld
+/// dependency stops the order.
 inline std::vector<std::uint64_t> serial_sums(const task_graph& g) {
-  std::vector<std::uint64_t> v(static_cast<std::size_t>(g.task_count()), poison_value);
-  std::vector<std::int32_t> left = g.dependency_count();
-  std::vector<task_id> order = g.sources();
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const task_id t = order[i];
-    std::uint64_t s = 1;
-    for (std::int32_t j = g.pred_offsets()[t]; j < g.pred_offsets()[t + 1]; ++j) s += v[g.predecessors()[j]];
-    v[t] = s;
-    auto visit = [&](task_id x) {
-      if (--left[x] == 0) order.push_back(x);
-    };
-    if (g.is_tree()) {
-      if (g.parent()[t] != no_task) visit(g.parent()[t]);
-    } else {
-      for (std::int32_t j = g.succ_offsets()[t]; j < g.succ_offsets()[t + 1]; ++j) visit(g.successors()[j]);
-    }
-  }
-  return v;
+  return canopy::testing::serial_values<std::uint64_t>(g, poison_value);
 }
 
 /// "" when every task ran exactly once, never early, with its expected value; else what is wrong.

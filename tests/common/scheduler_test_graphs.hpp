@@ -36,14 +36,16 @@ inline std::vector<std::pair<task_id, task_id>> random_dag_edges(std::int32_t n,
   return edges;
 }
 
-/// value[t] = 1 + sum of value over t's predecessors, computed serially in topological order.
-inline std::vector<std::int64_t> serial_values(const task_graph& g) {
-  std::vector<std::int64_t> v(static_cast<std::size_t>(g.task_count()), -1);
+/// value[t] = 1 + sum of value over t's predecessors, computed serially in topological order;
+/// `unreached` where the order never gets to (the tasks behind a withheld dependency).
+template <class V = std::int64_t>
+std::vector<V> serial_values(const task_graph& g, V unreached = V(-1)) {
+  std::vector<V> v(static_cast<std::size_t>(g.task_count()), unreached);
   std::vector<std::int32_t> left = g.dependency_count();
   std::vector<task_id> order = g.sources();
   for (std::size_t i = 0; i < order.size(); ++i) {
     const task_id t = order[i];
-    std::int64_t s = 1;
+    V s = 1;
     for (std::int32_t j = g.pred_offsets()[t]; j < g.pred_offsets()[t + 1]; ++j) s += v[g.predecessors()[j]];
     v[t] = s;
     auto visit = [&](task_id x) {
