@@ -59,7 +59,7 @@ struct baseline_options {
 // About four points per lane: mean leaf size >= 32 -> 8, >= 16 -> 4, >= 8 -> 2, else 1.
 int auto_group_size(const trees::octree_ref& tree) noexcept;
 
-// Minimum bytes an upward pass moves (design.md, "Measuring"): every point read once (16 B), every
+// Minimum bytes an upward pass moves: every point read once (16 B), every
 // payload written once and every non-root payload read once by its parent (sizeof(multipole<float>)).
 std::size_t upward_pass_bytes(const trees::octree_ref& tree) noexcept;
 

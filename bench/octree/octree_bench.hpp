@@ -83,7 +83,7 @@ struct tree_case {
   std::function<trees::octree()> build;
 };
 
-/// Bytes the design counts for achieved bandwidth (design.md, "Measuring"): every point read once,
+/// The fewest bytes a pass must move, for achieved bandwidth: every point read once,
 /// every payload written once and every non-root payload read once by its parent. The same number
 /// as upward_pass_bytes(octree_ref) of bench/baselines, from the host tree.
 std::size_t upward_pass_bytes(const trees::octree& tree) noexcept;
