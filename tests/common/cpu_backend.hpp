@@ -19,6 +19,9 @@ struct cpu_backend {
   /// Workers for the tests that want "several": more than one, and more than this machine's cores
   /// may have, so workers interleave.
   static constexpr int several_workers = 3;
+  /// Whether the locked modes' workers are GPU warp masters that share a block's private queue
+  /// (which can absorb ready tasks a round at a time); a CPU worker is a block of one.
+  static constexpr bool warp_masters = false;
 
   /// Worker counts each exactness test runs on.
   static std::vector<int> grids(const task_graph&, const scheduler_options&) { return {1, 2, 4, 8}; }

@@ -25,6 +25,8 @@ struct gpu_backend {
   static constexpr const char* name = "gpu";
   /// Blocks for the tests that want "several": 0 = every co-resident block.
   static constexpr int several_workers = 0;
+  /// The locked modes run on warp masters that share their block's private queue.
+  static constexpr bool warp_masters = true;
 
   /// Grids each exactness test runs on: one block, one per SM, every co-resident block.
   static std::vector<int> grids(const task_graph& g, const scheduler_options& o) {

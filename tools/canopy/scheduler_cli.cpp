@@ -33,7 +33,7 @@ void add_named_option(CLI::App& cmd, const std::string& name, Enum& value, const
 void add_scheduler_options(CLI::App& cmd, canopy::scheduler_options& o, unsigned which, const char* blocks_help) {
   if (which & option_mode)
     add_named_option(cmd, "--mode", o.mode, canopy::all_modes, canopy::parse_mode,
-                     "scheduler mode (the seed's optimisation ladder, cumulative)");
+                     "scheduler mode (canopy modes --describe lists them)");
   if (which & option_blocks)
     cmd.add_option("--blocks", o.blocks,
                    blocks_help != nullptr ? blocks_help

@@ -50,21 +50,44 @@ constexpr std::uint32_t auto_idle_sleep_ns(int grid) {
 }
 
 /// The run report lives in mapped pinned host memory, so that the host reads a run's status
-/// without a copy and can raise the abort flag while the kernel runs.
-struct free_host {
-  void operator()(run_report* p) const noexcept {
-    if (p != nullptr) (void)cudaFreeHost(p);
+/// without a copy and can raise the abort flag while the kernel runs. Move-only; a moved-from
+/// report holds neither pointer.
+class mapped_report {
+ public:
+  mapped_report() = default;
+  static mapped_report allocate() {
+    mapped_report r;
+    cuda_check(cudaHostAlloc(reinterpret_cast<void**>(&r.host_), sizeof(run_report), cudaHostAllocMapped), "cudaHostAlloc");
+    *r.host_ = run_report{0, no_task, 0, 0};
+    cuda_check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&r.device_), r.host_, 0), "cudaHostGetDevicePointer");
+    return r;
   }
-};
-using mapped_report = std::unique_ptr<run_report, free_host>;
+  mapped_report(const mapped_report&) = delete;
+  mapped_report& operator=(const mapped_report&) = delete;
+  mapped_report(mapped_report&& o) noexcept
+      : host_(std::exchange(o.host_, nullptr)), device_(std::exchange(o.device_, nullptr)) {}
+  mapped_report& operator=(mapped_report&& o) noexcept {
+    if (this != &o) {
+      release();
+      host_ = std::exchange(o.host_, nullptr);
+      device_ = std::exchange(o.device_, nullptr);
+    }
+    return *this;
+  }
+  ~mapped_report() { release(); }
 
-inline mapped_report make_mapped_report() {
-  run_report* p = nullptr;
-  cuda_check(cudaHostAlloc(reinterpret_cast<void**>(&p), sizeof(run_report), cudaHostAllocMapped), "cudaHostAlloc");
-  mapped_report owned(p);
-  *p = run_report{0, no_task, 0, 0};
-  return owned;
-}
+  run_report* operator->() const noexcept { return host_; }
+  run_report* host() const noexcept { return host_; }
+  run_report* device() const noexcept { return device_; }
+
+ private:
+  void release() noexcept {
+    if (host_ != nullptr) (void)cudaFreeHost(host_);
+    host_ = device_ = nullptr;
+  }
+  run_report* host_ = nullptr;
+  run_report* device_ = nullptr;
+};
 
 }  // namespace detail
 
@@ -86,8 +109,16 @@ class gpu_scheduler {
   int max_blocks(canopy::mode m) const;
 
   const scheduler_options& options() const { return options_; }
-  void set_mode(canopy::mode m) { options_.mode = m; }
-  void set_push_policy(push_policy p) { options_.policy = p; }
+  /// Throw canopy::error(status::invalid_argument) for a value outside the tables.
+  void set_mode(canopy::mode m) {
+    if (!is_valid(m)) throw error(status::invalid_argument, "gpu backend: unknown mode " + std::to_string(static_cast<int>(m)));
+    options_.mode = m;
+  }
+  void set_push_policy(push_policy p) {
+    if (!is_valid(p))
+      throw error(status::invalid_argument, "gpu backend: unknown push policy " + std::to_string(static_cast<int>(p)));
+    options_.policy = p;
+  }
   void set_graph_launch(bool on) { options_.graph_launch = on; }
   /// Launch graphs cached so far, and updates of their parameters (see detail::graph_launcher).
   std::size_t cached_launches() const { return launcher_.size(); }
@@ -97,6 +128,7 @@ class gpu_scheduler {
   int last_grid() const { return last_grid_; }
   /// Asks a run in progress to stop with status::aborted (any host thread).
   void request_abort() {
+    if (report_.host() == nullptr) return;  // a moved-from scheduler runs nothing
     cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(report_->abort_requested).store(1, cuda::std::memory_order_relaxed);
   }
 
@@ -125,7 +157,6 @@ class gpu_scheduler {
   device_buffer<detail::run_counters> counters_;  // two sets: runs alternate, each resets the other's
   int parity_ = 0;                                // the set the next run uses
   detail::mapped_report report_;
-  detail::run_report* report_device_ = nullptr;   // report_ as the device sees it
   int last_grid_ = -1;
   std::uint32_t static_sources_ = 0;  // of the last run: the failure report counts claimed sources
   bool need_full_reset_ = false;
@@ -166,8 +197,10 @@ inline gpu_scheduler::gpu_scheduler(const task_graph& graph, const scheduler_opt
   shared_headers_ = device_buffer<detail::ring_header>(workers);
   shared_slots_ = device_buffer<std::uint64_t>(workers * static_cast<std::size_t>(capacity_.shared));
   counters_ = device_buffer<detail::run_counters>(2);
-  report_ = detail::make_mapped_report();
-  cuda_check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&report_device_), report_.get(), 0), "cudaHostGetDevicePointer");
+  report_ = detail::mapped_report::allocate();
+  // The uploads above are pageable copies, which may return before they land; the first run's
+  // reset (on the caller's stream, perhaps a non-blocking one) copies from them.
+  cuda_check(cudaStreamSynchronize(nullptr), "upload");
   need_full_reset_ = true;
 }
 
@@ -195,7 +228,7 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) co
                                options_.policy,
                                counters_.data() + parity_,
                                counters_.data() + (1 - parity_),
-                               report_device_,
+                               report_.device(),
                                static_cast<std::uint64_t>(options_.deadline.count()) * 1000000ull,
                                options_.idle_sleep_max.count() > 0  // <= 1 ms, checked by the constructor
                                    ? static_cast<std::uint32_t>(options_.idle_sleep_max.count())

@@ -43,6 +43,18 @@ struct mode_traits {
   bool continuation = false;       ///< the last child to finish runs its parent at once; full batches resolve together
 };
 
+/// What the loops can honour together: the block loop (block_fetch) runs fixed rings and atomic or
+/// locked trees; the warp-master loop runs the seed's locked designs only; continuation climbs
+/// through atomic counters; a balanced push needs shared queues to push into.
+constexpr bool consistent(const mode_traits& t) {
+  if (t.linked_list_queue && (t.block_fetch || t.private_queues)) return false;
+  if (!t.block_fetch && (t.atomic_tree || t.shared_queues || t.lockfree_global || t.balanced_push || t.continuation))
+    return false;
+  if (t.continuation && !t.atomic_tree) return false;
+  if (t.balanced_push && !t.shared_queues) return false;
+  return true;
+}
+
 struct mode_info {
   canopy::mode mode;
   std::string_view name;     ///< as the tool, the benchmark and the README spell it
@@ -86,13 +98,19 @@ inline constexpr std::size_t mode_count = std::size(mode_table);
 /// Every mode, in the table's order (the ladder's).
 inline constexpr std::array<mode, mode_count> all_modes = detail::enum_column<&mode_info::mode>(mode_table);
 static_assert(detail::enum_indexed<&mode_info::mode>(mode_table), "mode_table lists every mode once, in enumerator order");
-
-/// The table's row of `m`. `m` must be one of all_modes.
-constexpr const mode_info& info(mode m) { return mode_table[static_cast<std::size_t>(m)]; }
-constexpr mode_traits traits_of(mode m) { return info(m).traits; }
-constexpr std::string_view to_string(mode m) { return info(m).name; }
+static_assert([] {
+  for (const mode_info& i : mode_table)
+    if (!consistent(i.traits)) return false;
+  return true;
+}(), "every row of mode_table has traits the loops can honour together (see consistent())");
 
 constexpr bool is_valid(mode m) { return static_cast<std::size_t>(m) < mode_count; }
+
+/// The table's row of `m`. `m` must be one of all_modes (is_valid).
+constexpr const mode_info& info(mode m) { return mode_table[static_cast<std::size_t>(m)]; }
+constexpr mode_traits traits_of(mode m) { return info(m).traits; }
+/// The mode's name; "unknown" for a value outside the table.
+constexpr std::string_view to_string(mode m) { return is_valid(m) ? info(m).name : std::string_view("unknown"); }
 
 constexpr std::optional<mode> parse_mode(std::string_view name) { return detail::enum_named<&mode_info::mode>(mode_table, name); }
 
@@ -105,6 +123,9 @@ auto with_mode(mode m, F&& f) {
   if (!is_valid(m)) throw error(status::invalid_argument, "unknown scheduler mode " + std::to_string(static_cast<int>(m)));
   using result = decltype(f(std::integral_constant<mode, mode_table[0].mode>{}));
   return [&]<std::size_t... I>(std::index_sequence<I...>) -> result {
+    static_assert((std::is_same_v<result, decltype(f(std::integral_constant<mode, mode_table[I].mode>{}))> && ...),
+                  "with_mode: f must return the same type for every mode");
+    static_assert(std::is_void_v<result> || !std::is_reference_v<result>, "with_mode: f returns a value or void");
     if constexpr (std::is_void_v<result>) {
       ((m == mode_table[I].mode ? (f(std::integral_constant<mode, mode_table[I].mode>{}), true) : false) || ...);
     } else {

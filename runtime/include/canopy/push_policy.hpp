@@ -41,7 +41,8 @@ static_assert(detail::enum_indexed<&push_policy_info::policy>(push_policy_table)
 
 constexpr bool is_valid(push_policy p) { return static_cast<std::size_t>(p) < push_policy_count; }
 constexpr const push_policy_info& info(push_policy p) { return push_policy_table[static_cast<std::size_t>(p)]; }
-constexpr std::string_view to_string(push_policy p) { return info(p).name; }
+/// The policy's name; "unknown" for a value outside the table.
+constexpr std::string_view to_string(push_policy p) { return is_valid(p) ? info(p).name : std::string_view("unknown"); }
 
 constexpr std::optional<push_policy> parse_push_policy(std::string_view name) {
   return detail::enum_named<&push_policy_info::policy>(push_policy_table, name);

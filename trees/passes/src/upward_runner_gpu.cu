@@ -51,11 +51,7 @@ class gpu_engine final : public upward_runner::engine {
         data_(std::move(data)),
         task_data_(prepared.data),
         sched_(prepared.graph, options.scheduler),
-        ops_(make_ops(data_, task_data_)) {
-    // A copy from pageable memory may return before its DMA lands; a run on a non-blocking
-    // stream would not wait for it (as in device_octree's constructor).
-    if (!task_data_.empty()) CANOPY_CUDA_TRY(cudaStreamSynchronize(nullptr));
-  }
+        ops_(make_ops(data_, task_data_)) {}  // device_buffer's upload has landed when it returns
 
   canopy::run_result run(CUstream_st* stream) override { return sched_.run(ops_, stream); }
   timed_run run_timed() override {

@@ -56,12 +56,15 @@ class device_buffer {
   std::size_t bytes() const noexcept { return size_ * sizeof(T); }
   bool empty() const noexcept { return size_ == 0; }
 
-  /// Copies `host` (exactly size() elements) to the device; synchronous.
+  /// Copies `host` (exactly size() elements) to the device and waits until it has landed (a
+  /// pageable cudaMemcpy may return before that), so that work on any stream may read it.
   void upload(std::span<const T> host) {
     if (host.size() != size_)
       throw error(status::invalid_argument, "device_buffer::upload: " + std::to_string(host.size()) +
                                                 " elements into a buffer of " + std::to_string(size_));
-    if (size_ != 0) CANOPY_CUDA_TRY(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
+    if (size_ == 0) return;
+    CANOPY_CUDA_TRY(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
+    CANOPY_CUDA_TRY(cudaStreamSynchronize(nullptr));
   }
   /// The buffer's contents on the host; synchronous.
   std::vector<T> download() const {

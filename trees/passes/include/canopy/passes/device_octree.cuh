@@ -65,10 +65,7 @@ class device_octree {
     point_begin_ = device_buffer<std::int32_t>(tree.point_begin);
     point_count_ = device_buffer<std::int32_t>(tree.point_count);
     leaves_ = device_buffer<std::int32_t>(tree.leaves);
-    level_offset_ = device_buffer<std::int32_t>(tree.level_offset);
-    // A copy from pageable memory may return before its DMA lands; a kernel on a non-blocking
-    // stream would not wait for it.
-    if (n != 0) CANOPY_CUDA_TRY(cudaStreamSynchronize(nullptr));
+    level_offset_ = device_buffer<std::int32_t>(tree.level_offset);  // each upload has landed on return
     host_level_offset_ = tree.level_offset;
     node_count_ = static_cast<std::int32_t>(n);
     leaf_count_ = static_cast<std::int32_t>(tree.leaves.size());
@@ -158,10 +155,7 @@ class device_payloads {
     if (host.size() != storage_.size())
       throw std::invalid_argument("device_payloads::upload: " + std::to_string(host.size()) + " payloads for " +
                                   std::to_string(storage_.size()) + " nodes");
-    if (!host.empty()) {
-      storage_.upload(host);
-      CANOPY_CUDA_TRY(cudaStreamSynchronize(nullptr));  // as in device_octree's constructor
-    }
+    storage_.upload(host);
   }
 
   // Sets every byte to `value`, stream-ordered (0xff: NaN in every float and a count no node has,
