@@ -74,6 +74,9 @@ run_result cpu_scheduler::finish() {
     r.message = "run aborted by the host";
   }
   if (!r.ok()) pending_ = graph_.dependency_count();  // a failed run leaves counters half-way
+  // A failed mutex-mode run can leave nodes in its list; free them now (the workers have joined),
+  // not at the next run's reset, which a scheduler destroyed after its last run never reaches.
+  detail::list_clear_host(*counters_);
   cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(report_->abort_requested).store(0, cuda::std::memory_order_relaxed);
   return r;
 }

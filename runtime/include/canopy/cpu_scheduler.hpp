@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -155,8 +156,18 @@ void cpu_scheduler::run_mode(const Ops& ops) {
   const auto deadline = std::chrono::steady_clock::now() + options_.deadline;
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(workers_));
-  for (int w = 0; w < workers_; ++w)
-    threads.emplace_back([this, &ops, w, deadline] { worker_loop<M>(ops, w, deadline); });
+  try {
+    for (int w = 0; w < workers_; ++w)
+      threads.emplace_back([this, &ops, w, deadline] { worker_loop<M>(ops, w, deadline); });
+  } catch (const std::system_error& e) {
+    // The system refused a thread: stop the workers already started, and say so (never a
+    // std::terminate from a joinable thread's destructor).
+    request_abort();
+    for (auto& t : threads) t.join();
+    (void)finish();  // frees what the started workers left, clears the abort request
+    throw error(status::invalid_argument, "cpu backend: cannot start " + std::to_string(workers_) +
+                                              " worker threads (" + e.what() + "); use fewer blocks");
+  }
   for (auto& t : threads) t.join();
 }
 
