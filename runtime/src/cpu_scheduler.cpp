@@ -46,7 +46,7 @@ detail::scheduler_ref cpu_scheduler::make_ref() {
                                /*source_chunk*/ detail::cpu_batch_max,
                                options_.policy,
                                counters_.get(),
-                               /*next_counters*/ nullptr,
+                               /*shared_queue_count*/ workers_,
                                report_.get(),
                                /*budget_ns*/ 0,
                                /*idle_sleep_max_ns*/ 0,

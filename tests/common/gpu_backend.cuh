@@ -45,11 +45,13 @@ struct gpu_backend {
           value_(std::max<std::size_t>(n_, 1)),
           runs_(std::max<std::size_t>(n_, 1)),
           early_(1) {}
-    oracle_ops ops() {
+    /// Clears the outputs on `stream`: the run that uses these ops must be ordered after it (a run
+    /// on a non-blocking stream is not ordered after the legacy default stream).
+    oracle_ops ops(cudaStream_t stream = nullptr) {
       static_assert(poison_value == 0, "fill_bytes(0) writes the poison");
-      value_.fill_bytes(0);
-      runs_.fill_bytes(0);
-      early_.fill_bytes(0);
+      value_.fill_bytes(0, stream);
+      runs_.fill_bytes(0, stream);
+      early_.fill_bytes(0, stream);
       return oracle_ops{pred_offsets_.data(), preds_.data(), value_.data(), runs_.data(), early_.data()};
     }
     outcome read() const {

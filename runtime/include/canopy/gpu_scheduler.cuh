@@ -4,6 +4,11 @@
 //   canopy::gpu_scheduler sched(graph, options);     // uploads, allocates once
 //   canopy::run_result r = sched.run(my_ops);          // one cooperative launch + sync
 //
+//   sched.run_async(my_ops, stream);                   // stream-ordered: enqueue, return at once
+//   my_consumer<<<g, b, 0, stream>>>(...);             // starts when the run has finished
+//   cudaStreamSynchronize(stream);
+//   canopy::run_result r2 = sched.last_result();       // the last run's result
+//
 // `Ops` is any trivially copyable type with `__device__ void operator()(canopy::task_id) const`.
 // It is called exactly once per task, after all of the task's dependencies have returned, and
 // whatever those wrote before returning is visible to it.
@@ -12,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -91,6 +97,41 @@ class mapped_report {
 
 }  // namespace detail
 
+class gpu_scheduler;
+
+/// What run_async returns: waits for that run and gives its result. Small and copyable; valid
+/// while its scheduler lives (and is not moved). Only the latest run of a scheduler can be waited
+/// for: every run overwrites the one report (see gpu_scheduler::last_result).
+class run_ticket {
+ public:
+  /// Synchronises the run's stream and returns the run's result (the stream's errors as
+  /// status::device_error). Throws canopy::error(status::invalid_argument) for a run captured into
+  /// a CUDA graph (synchronise the stream the graph was launched on, then read last_result()) or when a
+  /// later run of the scheduler has been enqueued since.
+  run_result wait() const;
+  /// True once the run's stream has nothing left to do (cudaStreamQuery); never blocks.
+  bool ready() const;
+
+ private:
+  friend class gpu_scheduler;
+  run_ticket(const gpu_scheduler* s, cudaStream_t stream, std::uint64_t seq, bool captured)
+      : sched_(s), stream_(stream), seq_(seq), captured_(captured) {}
+  const gpu_scheduler* sched_;
+  cudaStream_t stream_;
+  std::uint64_t seq_;
+  bool captured_;
+};
+
+/// What a run leaves for kernels enqueued after it on the same stream (gpu_scheduler::
+/// device_status): the run's canopy::status as an int and the task it names (no_task if none).
+/// Mapped host memory: readable from the device and, after a synchronisation, from the host.
+struct device_run_status {
+  std::int32_t code;
+  task_id task;
+};
+static_assert(offsetof(detail::run_report, code) == offsetof(device_run_status, code) &&
+              offsetof(detail::run_report, task) == offsetof(device_run_status, task));
+
 class gpu_scheduler {
  public:
   gpu_scheduler(const task_graph& graph, const scheduler_options& options);
@@ -99,10 +140,28 @@ class gpu_scheduler {
   gpu_scheduler(gpu_scheduler&&) noexcept = default;
   gpu_scheduler& operator=(gpu_scheduler&&) noexcept = default;
 
-  /// One run: a cooperative launch of the persistent kernel (through a cached CUDA graph unless
-  /// options().graph_launch is false), then a stream synchronisation.
+  /// One run: run_async, then a stream synchronisation and status(). A run that cannot be
+  /// enqueued returns its error as the result (never throws for it).
   template <class Ops>
   run_result run(const Ops& ops, cudaStream_t stream = nullptr);
+
+  /// Enqueues one run on `stream` and returns at once: a cooperative launch of the persistent
+  /// kernel (through a cached CUDA graph unless options().graph_launch is false or the stream is
+  /// capturing), with no host synchronisation and no host write: the kernel resets its own state
+  /// (run_lifecycle.cuh). Kernels enqueued after it on the stream see its results. Capturable:
+  /// inside cudaStreamBeginCapture it becomes one cooperative kernel node, correct on every
+  /// replay. Runs of one scheduler must not overlap: enqueue them on one stream (or order the
+  /// streams with events). Throws canopy::error before enqueueing anything when the run cannot
+  /// start (invalid_argument: the grid does not fit; device_error: a CUDA call failed).
+  template <class Ops>
+  run_ticket run_async(const Ops& ops, cudaStream_t stream = nullptr);
+
+  /// The result of the last run that completed: call after synchronising the stream the run (or
+  /// the graph that holds it) was enqueued on. For a timeout it names the stuck task, judged
+  /// from the dependency counters the run left (they stay until the next run starts).
+  run_result last_result() const;
+  /// The last completed run's status, for kernels enqueued after it (mapped host memory).
+  const device_run_status* device_status() const { return reinterpret_cast<const device_run_status*>(report_.device()); }
 
   /// How many blocks of this mode's kernel can be co-resident for `Ops` (the default grid).
   template <class Ops>
@@ -126,16 +185,20 @@ class gpu_scheduler {
   int sm_count() const { return sm_count_; }
   /// The grid of the last launch.
   int last_grid() const { return last_grid_; }
-  /// Asks a run in progress to stop with status::aborted (any host thread).
+  /// Asks the run in progress to stop with status::aborted (any host thread); with none in
+  /// progress, the next run to start stops at once. run() clears a request its run did not see.
   void request_abort() {
     if (report_.host() == nullptr) return;  // a moved-from scheduler runs nothing
     cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(report_->abort_requested).store(1, cuda::std::memory_order_relaxed);
   }
 
  private:
+  friend class run_ticket;
+  void request_abort_clear() {
+    cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(report_->abort_requested).store(0, cuda::std::memory_order_relaxed);
+  }
   detail::scheduler_ref make_ref(int grid, int batch_max) const;  // batch_max: tasks a block fetches at most
-  void reset_state(bool full, cudaStream_t stream);  // counters; full = queues and pending too
-  run_result finish(cudaStream_t stream);
+  void reset_state();  // queues, counters, pending and the report: at construction
 
   task_graph graph_;  // host copy: failure diagnosis and resets
   scheduler_options options_;
@@ -154,12 +217,11 @@ class gpu_scheduler {
   device_buffer<task_id> locked_slots_;
   device_buffer<detail::ring_header> shared_headers_;
   device_buffer<std::uint64_t> shared_slots_;
-  device_buffer<detail::run_counters> counters_;  // two sets: runs alternate, each resets the other's
-  int parity_ = 0;                                // the set the next run uses
+  device_buffer<detail::run_counters> counters_;  // reset by the runs themselves (run_lifecycle.cuh)
   detail::mapped_report report_;
   int last_grid_ = -1;
   std::uint32_t static_sources_ = 0;  // of the last run: the failure report counts claimed sources
-  bool need_full_reset_ = false;
+  std::uint64_t enqueued_ = 0;        // runs enqueued so far: a ticket's sequence number
   mutable std::vector<std::pair<const void*, int>> occupancy_cache_;
   detail::graph_launcher launcher_;
 };
@@ -196,12 +258,9 @@ inline gpu_scheduler::gpu_scheduler(const task_graph& graph, const scheduler_opt
   locked_slots_ = device_buffer<task_id>(static_cast<std::size_t>(capacity_.global));
   shared_headers_ = device_buffer<detail::ring_header>(workers);
   shared_slots_ = device_buffer<std::uint64_t>(workers * static_cast<std::size_t>(capacity_.shared));
-  counters_ = device_buffer<detail::run_counters>(2);
+  counters_ = device_buffer<detail::run_counters>(1);
   report_ = detail::mapped_report::allocate();
-  // The uploads above are pageable copies, which may return before they land; the first run's
-  // reset (on the caller's stream, perhaps a non-blocking one) copies from them.
-  cuda_check(cudaStreamSynchronize(nullptr), "upload");
-  need_full_reset_ = true;
+  reset_state();
 }
 
 inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) const {
@@ -226,8 +285,8 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) co
                                capacity_.priv,
                                chunk,
                                options_.policy,
-                               counters_.data() + parity_,
-                               counters_.data() + (1 - parity_),
+                               counters_.data(),
+                               max_workers_,
                                report_.device(),
                                static_cast<std::uint64_t>(options_.deadline.count()) * 1000000ull,
                                options_.idle_sleep_max.count() > 0  // <= 1 ms, checked by the constructor
@@ -237,25 +296,20 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) co
                                batch_max};
 }
 
-inline void gpu_scheduler::reset_state(bool full, cudaStream_t stream) {
-  const detail::run_counters c[2] = {detail::run_counters::initial(graph_.sink_count()),
-                                     detail::run_counters::initial(graph_.sink_count())};
-  cuda_check(cudaMemcpyAsync(counters_.data(), c, sizeof c, cudaMemcpyHostToDevice, stream), "reset counters");
-  parity_ = 0;
-  if (full) {
-    const detail::ring_header g = detail::ring_header::empty(capacity_.global);
-    cuda_check(cudaMemcpyAsync(global_header_.data(), &g, sizeof g, cudaMemcpyHostToDevice, stream), "reset queue");
-    global_slots_.fill_bytes(0, stream);
-    const std::vector<detail::ring_header> s(static_cast<std::size_t>(max_workers_), detail::ring_header::empty(capacity_.shared));
-    cuda_check(cudaMemcpyAsync(shared_headers_.data(), s.data(), sizeof(detail::ring_header) * s.size(), cudaMemcpyHostToDevice, stream),
-               "reset queues");
-    shared_slots_.fill_bytes(0, stream);
-    cuda_check(cudaMemcpyAsync(pending_.data(), dependency_count_.data(), dependency_count_.bytes(), cudaMemcpyDeviceToDevice, stream),
-               "reset counters");
-  }
-  // The host-side copies above read pageable memory synchronously before returning for small
-  // sizes, but the vector `s` must outlive the copy in every case.
-  cuda_check(cudaStreamSynchronize(stream), "reset");
+inline void gpu_scheduler::reset_state() {
+  // Synchronous copies on the legacy stream: they have landed when this returns, before any run
+  // on any stream (also a non-blocking one) can read them. From here on the runs keep the state.
+  const detail::run_counters c = detail::run_counters::initial(graph_.sink_count());
+  cuda_check(cudaMemcpy(counters_.data(), &c, sizeof c, cudaMemcpyHostToDevice), "reset counters");
+  const detail::ring_header g = detail::ring_header::empty(capacity_.global);
+  cuda_check(cudaMemcpy(global_header_.data(), &g, sizeof g, cudaMemcpyHostToDevice), "reset queue");
+  cuda_check(cudaMemset(global_slots_.data(), 0, global_slots_.bytes()), "reset queue");
+  const std::vector<detail::ring_header> s(static_cast<std::size_t>(max_workers_), detail::ring_header::empty(capacity_.shared));
+  cuda_check(cudaMemcpy(shared_headers_.data(), s.data(), sizeof(detail::ring_header) * s.size(), cudaMemcpyHostToDevice), "reset queues");
+  cuda_check(cudaMemset(shared_slots_.data(), 0, shared_slots_.bytes()), "reset queues");
+  cuda_check(cudaMemcpy(pending_.data(), dependency_count_.data(), dependency_count_.bytes(), cudaMemcpyDeviceToDevice), "reset counters");
+  *report_.host() = detail::run_report{0, no_task, 0, 0};
+  cuda_check(cudaDeviceSynchronize(), "reset");  // the uploads are pageable copies, too
 }
 
 template <class Ops>
@@ -277,90 +331,120 @@ int gpu_scheduler::max_blocks(canopy::mode m) const {
 }
 
 template <class Ops>
-run_result gpu_scheduler::run(const Ops& ops, cudaStream_t stream) {
+run_ticket gpu_scheduler::run_async(const Ops& ops, cudaStream_t stream) {
   static_assert(std::is_trivially_copyable_v<Ops>, "Ops is passed to the kernel by value: it must be trivially copyable");
-  run_result result;
-  if (graph_.task_count() == 0) return result;
+  if (report_.host() == nullptr) throw error(status::invalid_argument, "gpu backend: run on a moved-from scheduler");
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cuda_check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+  const bool captured = capture == cudaStreamCaptureStatusActive;
+  const run_ticket ticket(this, stream, ++enqueued_, captured);
+  if (graph_.task_count() == 0) return ticket;  // nothing to run: the report says ok
   const mode m = options_.mode;
   const int resident = max_blocks<Ops>(m);
-  if (resident == 0) {
-    result.code = status::invalid_argument;
-    result.message = "the " + std::string(to_string(m)) + " kernel cannot run " + std::to_string(options_.threads_per_block) +
-                     " threads per block on this device (too many registers or too much shared memory)";
-    return result;
-  }
-  if (options_.blocks > resident) {
-    result.code = status::invalid_argument;
-    result.message = "asked for " + std::to_string(options_.blocks) + " blocks, but at most " + std::to_string(resident) +
-                     " blocks of the " + std::string(to_string(m)) + " kernel can be co-resident on this device";
-    return result;
-  }
+  if (resident == 0)
+    throw error(status::invalid_argument, "the " + std::string(to_string(m)) + " kernel cannot run " +
+                                              std::to_string(options_.threads_per_block) +
+                                              " threads per block on this device (too many registers or too much shared memory)");
+  if (options_.blocks > resident)
+    throw error(status::invalid_argument, "asked for " + std::to_string(options_.blocks) + " blocks, but at most " +
+                                              std::to_string(resident) + " blocks of the " + std::string(to_string(m)) +
+                                              " kernel can be co-resident on this device");
   const int grid = options_.blocks > 0 ? options_.blocks : resident;
-  if (m == mode::mutex) {
+  if (m == mode::mutex && !captured) {
     // The seed's first design allocates a list node per push from the device heap. CUDA lets the
     // heap grow only before the first kernel that calls malloc; after that we run with what there
-    // is, and an exhausted heap is reported as QueueOverflow.
+    // is, and an exhausted heap is reported as QueueOverflow. (Not while capturing: the limit is
+    // device-wide state, not a stream operation.)
     const std::size_t need = (static_cast<std::size_t>(graph_.task_count()) + 1024) * 64 + (8u << 20);
     std::size_t have = 0;
     cuda_check(cudaDeviceGetLimit(&have, cudaLimitMallocHeapSize), "cudaDeviceGetLimit");
     if (need > have && cudaDeviceSetLimit(cudaLimitMallocHeapSize, need) != cudaSuccess) (void)cudaGetLastError();
   }
-  if (need_full_reset_ || grid != last_grid_) reset_state(need_full_reset_, stream);
-  need_full_reset_ = false;
   last_grid_ = grid;
-  report_->code = 0;
-  report_->task = no_task;
-  report_->abort_requested = 0;
-
-  detail::scheduler_ref ref = make_ref(
+  const detail::scheduler_ref ref = make_ref(
       grid, detail::run_batch_max<Ops>(options_.threads_per_block, static_cast<std::int64_t>(graph_.sources().size()), grid));
   static_sources_ = ref.static_sources;
   const std::size_t smem = detail::kernel_shared_bytes(options_.threads_per_block, capacity_.priv);
-  cudaError_t e = launcher_.launch(detail::kernel_for<Ops>(m), grid, options_.threads_per_block, smem, parity_, ops, ref,
-                                   stream, options_.graph_launch);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  // A capturing stream takes the direct launch (one cooperative kernel node in the caller's
+  // graph); a cached graph of our own cannot be launched into a capture.
+  const cudaError_t e = launcher_.launch(detail::kernel_for<Ops>(m), grid, options_.threads_per_block, smem, ops, ref, stream,
+                                         options_.graph_launch && !captured);
   if (e != cudaSuccess) {
-    need_full_reset_ = true;
+    --enqueued_;
+    throw error(status::device_error, std::string("persistent kernel: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+  }
+  return ticket;
+}
+
+template <class Ops>
+run_result gpu_scheduler::run(const Ops& ops, cudaStream_t stream) {
+  run_result result;
+  try {
+    run_async(ops, stream);
+  } catch (const error& e) {
+    result.code = e.code();
+    result.message = e.what();
+    return result;
+  }
+  const cudaError_t e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) {
     result.code = status::device_error;
     result.message = std::string("persistent kernel: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
     return result;
   }
-  return finish(stream);
+  result = last_result();
+  // A request that came after the run had finished must not stop the next one (run() is the
+  // synchronous call: its caller asked to abort this run).
+  if (result.code != status::aborted) request_abort_clear();
+  return result;
 }
 
-inline run_result gpu_scheduler::finish(cudaStream_t stream) {
+inline run_result gpu_scheduler::last_result() const {
   run_result r;
-  r.code = static_cast<status>(report_->code);
+  if (report_.host() == nullptr) return r;
+  r.code = static_cast<canopy::status>(cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(report_->code).load(cuda::std::memory_order_relaxed));
   r.task = report_->task;
-  if (r.ok()) {
-    parity_ = 1 - parity_;  // this run reset the other set for the next one
-    return r;
-  }
-  need_full_reset_ = true;
-  if (r.code == status::timeout) {
+  if (r.ok()) return r;
+  if (r.code == canopy::status::timeout) {
     std::vector<std::int32_t> pending(graph_.dependency_count().size());
     cuda_check(cudaMemcpy(pending.data(), pending_.data(), pending.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost),
-                       "read counters");
+               "read counters");
     detail::run_counters c = detail::run_counters::initial(0);
-    cuda_check(cudaMemcpy(&c, counters_.data() + parity_, sizeof c, cudaMemcpyDeviceToHost), "read counters");
+    cuda_check(cudaMemcpy(&c, counters_.data(), sizeof c, cudaMemcpyDeviceToHost), "read counters");
     r.task = graph_.find_stuck_task(pending);
     r.message = "deadline of " + std::to_string(options_.deadline.count()) + " ms passed; task " + std::to_string(r.task) +
                 " never became ready (" + std::to_string(c.sinks_left) + " of " + std::to_string(graph_.sink_count()) +
-                " sinks unfinished, " + std::to_string(std::min<std::uint64_t>(std::uint64_t{c.source_cursor} + static_sources_, graph_.sources().size())) +
+                " sinks unfinished, " +
+                std::to_string(std::min<std::uint64_t>(std::uint64_t{c.source_cursor} + static_sources_, graph_.sources().size())) +
                 " of " + std::to_string(graph_.sources().size()) + " sources claimed)";
-  } else if (r.code == status::queue_overflow) {
+  } else if (r.code == canopy::status::queue_overflow) {
     r.message = options_.mode == mode::mutex
                     ? "device heap exhausted allocating a queue node for task " + std::to_string(r.task)
                     : "global queue full (capacity " + std::to_string(capacity_.global) + ") while pushing task " +
                           std::to_string(r.task);
-  } else if (r.code == status::aborted) {
+  } else if (r.code == canopy::status::aborted) {
     r.message = "run aborted by the host";
   }
-  // Drop what the failed run left in the mutex mode's list (its nodes sit in the device heap;
-  // the heap is reclaimed with the context) and start the next run from a clean state.
-  reset_state(true, stream);
-  need_full_reset_ = false;
   return r;
 }
+
+inline run_result run_ticket::wait() const {
+  if (captured_)
+    throw error(status::invalid_argument, "run_ticket::wait: the run was captured into a CUDA graph; synchronise the "
+                                          "stream the graph is launched on, then read gpu_scheduler::last_result()");
+  if (seq_ != sched_->enqueued_)
+    throw error(status::invalid_argument, "run_ticket::wait: a later run of this scheduler has been enqueued since; "
+                                          "its result replaces this one's (wait for the latest ticket)");
+  const cudaError_t e = cudaStreamSynchronize(stream_);
+  if (e != cudaSuccess) {
+    run_result r;
+    r.code = status::device_error;
+    r.message = std::string("persistent kernel: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+    return r;
+  }
+  return sched_->last_result();
+}
+
+inline bool run_ticket::ready() const { return cudaStreamQuery(stream_) == cudaSuccess; }
 
 }  // namespace canopy

@@ -199,12 +199,11 @@ INSTANTIATE_TEST_SUITE_P(AllModes, GpuSchedulerModes, ::testing::ValuesIn(canopy
   return name;
 });
 
-// Runs are launched through cached graphs (one per kernel, grid and counter set; runs alternate
-// between two sets). A cached launch must follow every change of the caller's Ops (another output
-// buffer: a stale launch would leave the new buffer poisoned), of the mode (another kernel) and of
-// the scheduler's state (the push policy: counted, since it does not change results), on both
-// counter sets, and must not be updated when nothing changed; with graph launches off nothing is
-// cached and runs stay exact.
+// Runs are launched through cached graphs (one per kernel and grid). A cached launch must follow
+// every change of the caller's Ops (another output buffer: a stale launch would leave the new
+// buffer poisoned), of the mode (another kernel) and of the scheduler's state (the push policy:
+// counted, since it does not change results), and must not be updated when nothing changed; with
+// graph launches off nothing is cached and runs stay exact.
 TEST_F(GpuTest, GraphLaunchesFollowEveryChangeOfOpsModeAndPolicy) {
   const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(3000, 6));
   const auto expect = canopy::test::serial_sums(g);
@@ -220,23 +219,22 @@ TEST_F(GpuTest, GraphLaunchesFollowEveryChangeOfOpsModeAndPolicy) {
     }
   };
   runs({&a, &a, &a, &a}, "same Ops");
-  EXPECT_EQ(s.cached_launches(), 2u);  // one mode, one grid, two counter sets
+  EXPECT_EQ(s.cached_launches(), 1u);  // one mode, one grid
   EXPECT_EQ(s.launch_updates(), 0u);   // nothing changed: no update
-  // Sets 0, 1, 0, 1, 0, 1: a run updates its set's graph when that graph last ran the other Ops.
-  runs({&b, &b, &a, &b, &a, &a}, "Ops alternating");
-  EXPECT_EQ(s.cached_launches(), 2u);
+  runs({&b, &b, &a, &b, &a, &a}, "Ops alternating");  // an update at every change of Ops
+  EXPECT_EQ(s.cached_launches(), 1u);
   EXPECT_EQ(s.launch_updates(), 4u);
   s.set_push_policy(canopy::push_policy::least_loaded);
   runs({&a, &a, &a}, "policy changed, same Ops");
-  EXPECT_EQ(s.launch_updates(), 6u);   // each counter set once, then unchanged
+  EXPECT_EQ(s.launch_updates(), 5u);   // once, then unchanged
   s.set_mode(mode::lockfree);
-  runs({&b, &a}, "mode changed");
-  EXPECT_EQ(s.cached_launches(), 4u);  // new graphs are built, not updated
-  EXPECT_EQ(s.launch_updates(), 6u);
+  runs({&b, &b}, "mode changed");
+  EXPECT_EQ(s.cached_launches(), 2u);  // a new graph is built, not updated
+  EXPECT_EQ(s.launch_updates(), 5u);
   s.set_graph_launch(false);
   runs({&b, &a, &b}, "direct launch");
-  EXPECT_EQ(s.cached_launches(), 4u);
-  EXPECT_EQ(s.launch_updates(), 6u);
+  EXPECT_EQ(s.cached_launches(), 2u);
+  EXPECT_EQ(s.launch_updates(), 5u);
 }
 
 // One block over the co-resident maximum is refused before launch: tests/gpu/stress/

@@ -4,9 +4,8 @@
 // synchronisation sooner than the same kernel through cudaLaunchCooperativeKernel, as long as the
 // graph's parameters need no update; updating them before each launch gives part of the gain back.
 // So a graph is kept for every parameter set that
-// repeats: one per kernel, grid and slot (the scheduler's runs alternate between two counter
-// sets, so each set has its own graph), and its parameters are updated only when the caller's Ops
-// or the scheduler's state changed since that graph's last launch.
+// repeats: one per kernel and grid, and its parameters are updated only when the caller's Ops or
+// the scheduler's state changed since that graph's last launch.
 //
 // The first launch of each cached configuration pays for building and instantiating its graph.
 // Ops are compared byte for byte: an Ops type with padding bytes (which may differ between two
@@ -51,10 +50,10 @@ class graph_launcher {
   }
 
   /// Enqueues kernel<<<grid, threads, smem, stream>>>(ops, ref) as a cooperative launch, through a
-  /// graph cached under (kernel, grid, threads, smem, slot) when `use_graph` is set. Returns the
+  /// graph cached under (kernel, grid, threads, smem) when `use_graph` is set. Returns the
   /// launch's error (cudaSuccess once enqueued).
   template <class Ops>
-  cudaError_t launch(const void* kernel, int grid, int threads, std::size_t smem, int slot, const Ops& ops,
+  cudaError_t launch(const void* kernel, int grid, int threads, std::size_t smem, const Ops& ops,
                      const scheduler_ref& ref, cudaStream_t stream, bool use_graph) {
     Ops ops_copy = ops;
     scheduler_ref ref_copy = ref;
@@ -73,7 +72,7 @@ class graph_launcher {
     p.sharedMemBytes = static_cast<unsigned>(smem);
     p.kernelParams = args;
     for (entry& e : entries_) {
-      if (e.kernel != kernel || e.grid != grid || e.threads != threads || e.smem != smem || e.slot != slot) continue;
+      if (e.kernel != kernel || e.grid != grid || e.threads != threads || e.smem != smem) continue;
       // Ops is compared byte for byte: padding that differs costs an update, never a wrong launch.
       if (!(e.ref == ref) || e.ops.size() != sizeof(Ops) || std::memcmp(e.ops.data(), &ops, sizeof(Ops)) != 0) {
         const cudaError_t u = cudaGraphExecKernelNodeSetParams(e.exec, e.node, &p);
@@ -86,7 +85,7 @@ class graph_launcher {
     }
     // Room first, so that no allocation can fail once the graph's handles exist (they would leak).
     entries_.reserve(max_entries);
-    entry n{kernel, grid, threads, smem, slot, {}, ref};
+    entry n{kernel, grid, threads, smem, {}, ref};
     remember_ops(n.ops);
     bool refused = false;  // the driver does not do cooperative kernel nodes
     cudaError_t e = cudaGraphCreate(&n.graph, 0);
@@ -132,7 +131,6 @@ class graph_launcher {
     const void* kernel;
     int grid, threads;
     std::size_t smem;
-    int slot;
     std::vector<unsigned char> ops;  // the bytes of the Ops the graph's node holds
     scheduler_ref ref;
     cudaGraph_t graph = nullptr;
@@ -145,7 +143,7 @@ class graph_launcher {
     e.exec = nullptr;
     e.graph = nullptr;
   }
-  // Two slots for each of the eight modes of one Ops, or a few Ops types and grids.
+  // Each of the eight modes for two Ops types, or a few Ops types and grids.
   static constexpr std::size_t max_entries = 16;
   std::vector<entry> entries_;
   std::size_t updates_ = 0;

@@ -21,11 +21,13 @@ struct list_node {
   list_node* next;
 };
 
-/// Per-run counters in device (or host) memory. On the GPU runs alternate between two sets, and
-/// each run resets the other set for the next (prepare_next_run), so consecutive runs need no
-/// memset; the CPU backend resets its one set before each run. Words that idle workers poll (`stop`, the source cursor, the
-/// locked queue's count, the list head) each sit on their own 128-byte line: a thousand blocks
-/// polling one line slow every other access to it, and to its L2 slice.
+/// Per-run counters in device (or host) memory. On the GPU the run's last block to leave resets
+/// them for the next run (end_of_run in run_lifecycle.cuh), after a failure the next run resets
+/// them, and the queues, when it starts: so nothing is written by the host between runs, and runs
+/// can be enqueued back to back or replayed from a captured CUDA graph. The CPU backend resets
+/// its set before each run. Words that idle workers poll (`stop`, the source cursor, the locked
+/// queue's count, the list head) each sit on their own 128-byte line: a thousand blocks polling
+/// one line slow every other access to it, and to its L2 slice.
 struct alignas(128) run_counters {
   alignas(128) std::int32_t stop;            // set once complete or failed: every worker leaves
   alignas(128) std::uint32_t source_cursor;  // next index into graph.sources to claim
@@ -38,8 +40,12 @@ struct alignas(128) run_counters {
   alignas(128) std::int32_t locked_count;
   alignas(128) list_node* list_head;         // mutex mode
   list_node* list_tail;
+  // GPU run lifecycle (run_lifecycle.cuh); unused by the CPU backend.
+  alignas(128) std::uint32_t exited;  // blocks that have left this run: the last one ends it
+  std::int32_t dirty;                 // the last run failed: the next one resets queues and counters first
+  std::int32_t reported;              // the code the mapped report holds (a success clears only a failure)
 
-  static run_counters initial(std::int32_t sinks) {
+  CANOPY_HD static run_counters initial(std::int32_t sinks) {
     run_counters c{};
     c.sinks_left = sinks;
     c.failed_task = no_task;
@@ -48,10 +54,11 @@ struct alignas(128) run_counters {
 };
 
 /// Result a run leaves for the host (mapped pinned memory on the GPU, so reading it after the
-/// kernel needs no copy). The host clears it before a run; only a failure writes it (fail(), with
-/// plain system-scope stores, since read-modify-write atomics on mapped host memory are not atomic
-/// on every platform), so a successful run sends nothing over the bus. `abort_requested` is
-/// written by the host while the run goes on.
+/// kernel needs no copy, and kernels enqueued after the run can read it too). Only a failure, and
+/// the first success after one, write it (fail(), and end_of_run, with plain system-scope stores,
+/// since read-modify-write atomics on mapped host memory are not atomic on every platform), so a
+/// successful run after a successful run sends nothing over the bus. `abort_requested` is written
+/// by the host while runs go on; the run that aborts clears it.
 struct run_report {
   std::int32_t code;  // canopy::status
   std::int32_t task;
@@ -72,7 +79,7 @@ struct scheduler_ref {
   std::int32_t source_chunk;  // sources claimed per fetch
   push_policy policy;
   run_counters* counters;
-  run_counters* next_counters;  // GPU: the next run's counters, reset during this run (else nullptr)
+  std::int32_t shared_queue_count;  // shared queues allocated (>= worker_count): a failed run's reset covers them all
   run_report* report;
   std::uint64_t budget_ns;  // deadline, relative to each worker's start
   std::uint32_t idle_sleep_max_ns;  // GPU: cap of an idle block's exponential back-off between polls
@@ -103,7 +110,7 @@ CANOPY_HD void fail(const scheduler_ref& r, status code, task_id t) {
   if (c.compare_exchange_strong(expected, static_cast<std::int32_t>(code), cuda::std::memory_order_relaxed)) {
     cuda::atomic_ref<task_id, S>(r.counters->failed_task).store(t, cuda::std::memory_order_relaxed);
     // The host reads the report after the run (on the GPU: mapped host memory, read after the
-    // kernel has completed). A successful run writes nothing there: the host clears it first.
+    // kernel has completed).
     cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->task).store(t, cuda::std::memory_order_relaxed);
     cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(r.report->code).store(static_cast<std::int32_t>(code),
                                                                                     cuda::std::memory_order_relaxed);
