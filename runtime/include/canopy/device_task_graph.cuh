@@ -432,9 +432,15 @@ struct device_task_graph::build {
     record r{};
     cuda_check(cudaMemcpyAsync(&r, rec, sizeof r, cudaMemcpyDeviceToHost, stream), "device task graph: read counts");
     cuda_check(cudaStreamSynchronize(stream), "device task graph: read counts");
-    if (r.fault != no_fault && fault_class(key_fault(r.fault)) == 0) fail(r.fault, d_first_child, d_child_count);
-    if (cycles == cycle_check::always || (cycles == cycle_check::automatic && !ids_prove_acyclic(r.id_order))) check_cycles();
-    if (r.fault != no_fault) fail(r.fault, d_first_child, d_child_count);  // the sources order
+    const bool check = cycles == cycle_check::always || (cycles == cycle_check::automatic && !ids_prove_acyclic(r.id_order));
+    if (r.fault != no_fault) {
+      // Read the fault's details now: the cycle check reuses the scratch (first_index among it).
+      const std::string message = describe(r.fault, d_first_child, d_child_count);
+      if (fault_class(key_fault(r.fault)) == 0) throw error(status::invalid_argument, message);  // parents unusable
+      if (check) check_cycles();  // a cycle is worse than a bad sources order
+      throw error(status::invalid_argument, message);
+    }
+    if (check) check_cycles();
     if (order_count >= 0 && order_count != r.sources)
       throw error(status::invalid_argument, source_count_message(order_count, r.sources));
 
@@ -481,8 +487,8 @@ struct device_task_graph::build {
     throw error(status::invalid_argument, fault_message(key, {}, n, cycle));
   }
 
-  /// Throws the message of `key`, after reading the few values it names (the error path only).
-  [[noreturn]] void fail(unsigned long long key, const std::int32_t* d_first_child, const std::int32_t* d_child_count) {
+  /// The message of `key`, after reading the few values it names (the error path only).
+  std::string describe(unsigned long long key, const std::int32_t* d_first_child, const std::int32_t* d_child_count) {
     using namespace detail::graph_build;
     const std::int32_t w = key_where(key);
     fault_details d;
@@ -509,7 +515,7 @@ struct device_task_graph::build {
         break;
       default: break;
     }
-    throw error(status::invalid_argument, fault_message(key, d, n));
+    return fault_message(key, d, n);
   }
 };
 

@@ -42,22 +42,26 @@ void finish(built& b, unsigned long long fault, std::int32_t leaves, unsigned id
             cycles c, const std::vector<std::int32_t>& first_child, const std::vector<std::int32_t>& child_count,
             const std::vector<std::int32_t>& hi) {
   const auto n = static_cast<std::int32_t>(b.parent.size());
-  std::vector<std::int32_t> first_index(static_cast<std::size_t>(n), INT32_MAX);
+  // The scratch words as the device build lays them out: first_index in A, then the cycle
+  // check's ping-pong in A and B, so that a message read after the cycle check would be wrong here too.
+  std::vector<std::int32_t> words(2 * static_cast<std::size_t>(n) + 2, -7);
+  std::int32_t* const first_index = words.data();
+  std::fill(first_index, first_index + n, INT32_MAX);
   if (order != nullptr) {
     const auto count = static_cast<std::int32_t>(order->size());
     for (std::int32_t i = 0; i < count; ++i) {
       const task_id s = (*order)[static_cast<std::size_t>(i)];
       const auto key = gb::check_source(i, s, n, b.dependency_count.data());
       fault = std::min(fault, key);
-      if (key == gb::no_fault) first_index[static_cast<std::size_t>(s)] = std::min(first_index[static_cast<std::size_t>(s)], i);
+      if (key == gb::no_fault) first_index[s] = std::min(first_index[s], i);
     }
     for (std::int32_t i = 0; i < count; ++i) {
       const task_id s = (*order)[static_cast<std::size_t>(i)];
       if (gb::check_source(i, s, n, b.dependency_count.data()) != gb::no_fault) continue;
-      fault = std::min(fault, gb::check_source_repeat(i, first_index[static_cast<std::size_t>(s)]));
+      fault = std::min(fault, gb::check_source_repeat(i, first_index[s]));
     }
   }
-  auto fail = [&](unsigned long long key) {
+  auto describe = [&](unsigned long long key) {
     const std::int32_t w = gb::key_where(key);
     const auto ws = static_cast<std::size_t>(w);
     gb::fault_details d;
@@ -74,30 +78,41 @@ void finish(built& b, unsigned long long fault, std::int32_t leaves, unsigned id
         break;
       case gb::fault::order_duplicate:
         d.a = (*order)[ws];
-        d.b = first_index[static_cast<std::size_t>(d.a)];
+        d.b = first_index[d.a];
         break;
       default: break;
     }
-    b.error = gb::fault_message(key, d, n);
+    return gb::fault_message(key, d, n);
   };
-  if (fault != gb::no_fault && gb::fault_class(gb::key_fault(fault)) == 0) return fail(fault);
-  if (c == cycles::always || (c == cycles::automatic && !gb::ids_prove_acyclic(id_order))) {
+  const bool check = c == cycles::always || (c == cycles::automatic && !gb::ids_prove_acyclic(id_order));
+  std::string message;
+  if (fault != gb::no_fault) {
+    message = describe(fault);
+    if (gb::fault_class(gb::key_fault(fault)) == 0) {
+      b.error = message;
+      return;
+    }
+  }
+  if (check) {
     b.cycle_check_ran = true;
-    std::vector<task_id> next(static_cast<std::size_t>(n)), out(static_cast<std::size_t>(n));
-    for (task_id t = 0; t < n; ++t) next[static_cast<std::size_t>(t)] = gb::jump_start(t, b.parent[static_cast<std::size_t>(t)]);
+    task_id* next = words.data();
+    task_id* out = words.data() + n;
+    for (task_id t = 0; t < n; ++t) next[t] = gb::jump_start(t, b.parent[static_cast<std::size_t>(t)]);
     for (int r = gb::jump_rounds(n); r > 0; --r) {
-      for (task_id t = 0; t < n; ++t) out[static_cast<std::size_t>(t)] = next[static_cast<std::size_t>(next[static_cast<std::size_t>(t)])];
+      for (task_id t = 0; t < n; ++t) out[t] = next[next[t]];
       std::swap(next, out);
     }
     unsigned long long key = gb::no_fault;
-    for (task_id t = 0; t < n; ++t)
-      key = std::min(key, gb::check_reaches_root(t, b.parent[static_cast<std::size_t>(next[static_cast<std::size_t>(t)])]));
+    for (task_id t = 0; t < n; ++t) key = std::min(key, gb::check_reaches_root(t, b.parent[static_cast<std::size_t>(next[t])]));
     if (key != gb::no_fault) {
       b.error = gb::fault_message(key, {}, n, gb::find_cycle(b.parent, gb::key_where(key)));
       return;
     }
   }
-  if (fault != gb::no_fault) return fail(fault);
+  if (fault != gb::no_fault) {
+    b.error = message;
+    return;
+  }
   if (order != nullptr && static_cast<std::int32_t>(order->size()) != leaves) {
     b.error = gb::source_count_message(static_cast<std::int32_t>(order->size()), leaves);
     return;
@@ -324,6 +339,13 @@ TEST(GraphBuildSteps, BadSourcesOrdersAreNamed) {
   EXPECT_EQ(from_parents({}, &two).error, "device task graph: sources_order[0] = 0 is not a task (0 tasks)");
   const std::vector<task_id> order = {9, 9};
   EXPECT_EQ(from_parents({no_task, 0, 7, 1, 1}, &order).error, "device task graph: task 2 has parent 7, out of range (5 tasks)");
+  // Ids that do not prove acyclicity: the cycle check runs after the order check, on the same
+  // scratch, and the message must still name the first index of the repeated entry.
+  const std::vector<task_id> mixed = {2, 2, no_task, 0, 0};  // leaves 1, 3, 4
+  const std::vector<task_id> repeat = {4, 3, 4};
+  const built r = from_parents(mixed, &repeat);
+  EXPECT_TRUE(r.cycle_check_ran);
+  EXPECT_EQ(r.error, "device task graph: sources_order[2] = task 4 repeats sources_order[0]");
   // A bad order loses to a cycle too.
   const std::vector<task_id> not_a_leaf = {1};
   EXPECT_EQ(from_parents({no_task, 2, 3, 1}, &not_a_leaf).error, "device task graph: cycle 1 -> 2 -> 3 -> 1");

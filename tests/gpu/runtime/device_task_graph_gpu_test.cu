@@ -292,6 +292,19 @@ TEST_F(DeviceTaskGraph, BadSourcesOrdersAreRefused) {
   EXPECT_EQ(error_of(build({3, 4, 3})), "device task graph: sources_order[2] = task 3 repeats sources_order[0]");
   EXPECT_EQ(error_of(build({3, 4})), "device task graph: sources_order has 2 entries, but 3 tasks have no children");
   EXPECT_EQ(error_of(build({})), "device task graph: sources_order has 0 entries, but 3 tasks have no children");
+  // Ids that do not prove acyclicity: the cycle check runs after the order check, on the same
+  // scratch, and the message must still name the first index of the repeated entry.
+  const std::vector<task_id> mixed = {2, 2, no_task, 0, 0};  // leaves 1, 3, 4
+  const std::vector<task_id> repeat = {4, 3, 4};
+  EXPECT_EQ(error_of([&] { device_from_parents(mixed, &repeat); }),
+            "device task graph: sources_order[2] = task 4 repeats sources_order[0]");
+  // A bad order loses to a cycle.
+  EXPECT_EQ(error_of([] {
+              const std::vector<task_id> cyclic = {no_task, 2, 3, 1};
+              const std::vector<task_id> order = {1};
+              device_from_parents(cyclic, &order);
+            }),
+            "device task graph: cycle 1 -> 2 -> 3 -> 1");
   // No tasks, yet an order.
   const std::vector<task_id> none;
   const std::vector<task_id> two = {0, 1};
