@@ -1,6 +1,7 @@
 #include <canopy/trees/errors.hpp>
 #include <canopy/trees/morton.hpp>
 #include <canopy/trees/octree.hpp>
+#include <canopy/trees/octree_steps.hpp>
 
 #include "lattice.hpp"
 #include "parallel.hpp"
@@ -13,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace canopy::trees {
 
@@ -91,19 +93,6 @@ void resize_nodes(octree& t, std::size_t count) {
   t.bounds.resize(count);
 }
 
-// The cell of Morton prefix `prefix` on level `level` of `cube` (edge = cube edge / 2^level).
-box cell_box(const box& cube, std::uint64_t prefix, int level) {
-  const double edge = std::ldexp(cube.hi[0] - cube.lo[0], -level);
-  const morton_cell c = morton_decode(prefix);
-  const double idx[3] = {static_cast<double>(c.x), static_cast<double>(c.y), static_cast<double>(c.z)};
-  box b;
-  for (int a = 0; a < 3; ++a) {
-    b.lo[a] = cube.lo[a] + idx[a] * edge;
-    b.hi[a] = cube.lo[a] + (idx[a] + 1.0) * edge;
-  }
-  return b;
-}
-
 octree empty_tree() {
   octree t;
   t.depth = 0;
@@ -137,9 +126,7 @@ extent measure(std::span<const point> points) {
     const std::size_t end = std::min(points.size(), (p + 1) * point_chunk);
     for (std::size_t i = p * point_chunk; i < end; ++i) {
       const point& q = points[i];
-      if (!std::isfinite(q.x) || !std::isfinite(q.y) || !std::isfinite(q.z) || !std::isfinite(q.m) ||
-          std::abs(q.x) > max_coordinate_magnitude || std::abs(q.y) > max_coordinate_magnitude ||
-          std::abs(q.z) > max_coordinate_magnitude) {
+      if (rejected_point(q.x, q.y, q.z, q.m)) {
         e.first_bad = i;
         return;
       }
@@ -168,33 +155,18 @@ std::string fmt_value(float v) {
   return buf;
 }
 
-box bounding_cube(const extent& e) {
-  double edge = 0.0;
-  for (int a = 0; a < 3; ++a) edge = std::max(edge, e.hi[a] - e.lo[a]);
-  // Pad so that the largest points fall strictly below the upper faces: a relative 2^-16 is far
-  // above the rounding of centre +- half (2^-52 of the coordinates' magnitude) for any cloud
-  // whose extent is not 2^-36 of its distance from the origin; morton_quantize clamps the rest.
-  edge = edge > 0.0 ? edge * (1.0 + 0x1.0p-16) : 1.0;
-  // Far from the origin a tiny (or zero) extent would give cells whose faces round to the same
-  // double: keep the root edge at least 2^-24 of the coordinates' magnitude, so that even a cell
-  // on level 21 (2^-45 of it) stays 7 bits above double's resolution there. Only sets that
-  // (almost) coincide are affected: distinct float coordinates already differ by 2^-24 of their
-  // magnitude. Coincident points at 1e15 get a root cube of edge ~6e7 instead of 0.
-  double magnitude = 0.0;
-  for (int a = 0; a < 3; ++a) magnitude = std::max({magnitude, std::abs(e.lo[a]), std::abs(e.hi[a])});
-  edge = std::max(edge, magnitude * 0x1.0p-24);
-  box cube;
-  for (int a = 0; a < 3; ++a) {
-    const double centre = 0.5 * (e.lo[a] + e.hi[a]);
-    cube.lo[a] = centre - 0.5 * edge;
-    cube.hi[a] = cube.lo[a] + edge;
-  }
-  return cube;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- adaptive --------------------
+
+input_error rejected_point_error(std::string source, std::size_t index, const point& q) {
+  const bool finite = std::isfinite(q.x) && std::isfinite(q.y) && std::isfinite(q.z) && std::isfinite(q.m);
+  const std::string where = "point " + std::to_string(index) + " (" + fmt_value(q.x) + ", " + fmt_value(q.y) + ", " +
+                            fmt_value(q.z) + ", m " + fmt_value(q.m) + ")";
+  return input_error(std::move(source), finite ? where + " has a coordinate beyond +-2^50 (~1.13e15), the largest "
+                                                         "whose float second moments cannot overflow"
+                                               : where + " is not finite");
+}
 
 octree build_octree(std::span<const point> points, const build_options& options) {
   if (options.max_leaf < 1) {
@@ -212,15 +184,9 @@ octree build_octree(std::span<const point> points, const build_options& options)
 
   const extent ext = measure(points);
   if (ext.first_bad != std::numeric_limits<std::size_t>::max()) {
-    const point& q = points[ext.first_bad];
-    const bool finite = std::isfinite(q.x) && std::isfinite(q.y) && std::isfinite(q.z) && std::isfinite(q.m);
-    const std::string where = "point " + std::to_string(ext.first_bad) + " (" + fmt_value(q.x) + ", " + fmt_value(q.y) +
-                              ", " + fmt_value(q.z) + ", m " + fmt_value(q.m) + ")";
-    throw input_error("build_octree", finite ? where + " has a coordinate beyond +-2^50 (~1.13e15), the largest "
-                                                       "whose float second moments cannot overflow"
-                                             : where + " is not finite");
+    throw rejected_point_error("build_octree", ext.first_bad, points[ext.first_bad]);
   }
-  const box cube = bounding_cube(ext);
+  const box cube = bounding_cube(ext.lo, ext.hi);
 
   // Codes, stable sort, gather.
   std::vector<keyed_index> order(n);

@@ -4,22 +4,20 @@
 #pragma once
 
 #include <canopy/trees/box.hpp>
+#include <canopy/trees/errors.hpp>
+#include <canopy/trees/octree_steps.hpp>
 #include <canopy/trees/point.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace canopy::trees {
 
-// Deepest level an octree may have: the resolution of 63-bit Morton codes.
-inline constexpr int max_octree_depth = 21;
-
-// Largest |coordinate| build_octree accepts: 2^50 (~1.13e15). The float payloads hold second
-// moments sum m (x - com)^2; with coordinates near float's limit (3e38) those, and the weighted
-// position sums, overflow to infinity (found by the edge-case tests). At 2^50 the squared extent
-// is at most 2^102, leaving 2^25 of headroom for masses and counts below float's 2^128.
-inline constexpr double max_coordinate_magnitude = 0x1.0p50;
+// max_octree_depth (21) and max_coordinate_magnitude (2^50) are in octree_steps.hpp, with the
+// portable steps of the build that the GPU builder shares.
 
 struct octree {
   int depth = 0;                              // deepest level (root is level 0)
@@ -57,6 +55,11 @@ struct build_options {
 // Throws input_error for max_leaf < 1, max_depth outside [0, 21], too many points, a
 // non-finite coordinate or mass, or a coordinate beyond max_coordinate_magnitude.
 octree build_octree(std::span<const point> points, const build_options& options = {});
+
+// The input_error build_octree throws for point `index` (rejected_point(p)): "<source>: point
+// <index> (x, y, z, m <m>) is not finite" or "... has a coordinate beyond +-2^50 ...". The GPU
+// builder throws the same, with its own source.
+input_error rejected_point_error(std::string source, std::size_t index, const point& p);
 
 // Complete octree of the unit cube: every node on levels < depth has 8 children, every leaf (on
 // level `depth`) per_leaf points, 8^depth * per_leaf points in all. The points are exactly

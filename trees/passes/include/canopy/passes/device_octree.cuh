@@ -36,9 +36,19 @@ namespace canopy::trees {
 
 // Owner of device copies of an octree's arrays (points, parent, first_child, child_count,
 // point_begin, point_count, leaves, level_offset). level and bounds are not copied: no upward pass
-// needs them. Copies are synchronous (cudaMemcpy) and made once, at construction.
+// needs them. Copies are synchronous (cudaMemcpy) and made once, at construction. The GPU builder
+// (device_octree_builder.cuh) fills the arrays on the device instead and hands them over with
+// adopt().
 class device_octree {
  public:
+  // The device arrays behind a tree. A buffer may be longer than the tree needs (a builder keeps
+  // its capacity for the next, larger build); only the first node_count / leaf_count /
+  // point_total / depth + 2 entries are the tree.
+  struct arrays {
+    device_buffer<point> points;
+    device_buffer<std::int32_t> parent, first_child, child_count, point_begin, point_count, leaves, level_offset;
+  };
+
   device_octree() = default;
 
   // Throws std::invalid_argument when the arrays' sizes disagree (a malformed octree; the full
@@ -71,6 +81,53 @@ class device_octree {
     leaf_count_ = static_cast<std::int32_t>(tree.leaves.size());
     point_total_ = static_cast<std::int32_t>(tree.points.size());
     depth_ = n == 0 ? 0 : tree.depth;
+  }
+
+  // Takes over arrays filled on the device (by a kernel, in stream order before any use of the
+  // tree) as the tree with host_level_offset (depth + 2 entries from 0 to node_count, level 0 = the
+  // root alone), leaf_count leaves and point_total points. Throws std::invalid_argument when the
+  // offsets are malformed or a buffer is shorter than those counts need (the buffers are then
+  // released).
+  static device_octree adopt(arrays a, std::vector<std::int32_t> host_level_offset, std::int32_t leaf_count,
+                             std::int32_t point_total) {
+    const std::size_t levels = host_level_offset.size();
+    if (levels < 2 || levels > 2 + static_cast<std::size_t>(max_octree_depth) || host_level_offset[0] != 0 ||
+        host_level_offset[1] != 1)
+      throw std::invalid_argument("device_octree::adopt: level_offset must have 2 to 23 entries starting 0, 1");
+    for (std::size_t l = 1; l < levels; ++l)
+      if (host_level_offset[l] <= host_level_offset[l - 1])
+        throw std::invalid_argument("device_octree::adopt: level_offset must increase");
+    const auto nodes = static_cast<std::size_t>(host_level_offset.back());
+    if (leaf_count < 1 || static_cast<std::size_t>(leaf_count) > nodes || point_total < 0)
+      throw std::invalid_argument("device_octree::adopt: leaf_count must be in [1, node_count], point_total >= 0");
+    if (a.parent.size() < nodes || a.first_child.size() < nodes || a.child_count.size() < nodes ||
+        a.point_begin.size() < nodes || a.point_count.size() < nodes ||
+        a.leaves.size() < static_cast<std::size_t>(leaf_count) || a.level_offset.size() < levels ||
+        a.points.size() < static_cast<std::size_t>(point_total))
+      throw std::invalid_argument("device_octree::adopt: a device array is shorter than the tree needs");
+    device_octree t;
+    t.points_ = std::move(a.points);
+    t.parent_ = std::move(a.parent);
+    t.first_child_ = std::move(a.first_child);
+    t.child_count_ = std::move(a.child_count);
+    t.point_begin_ = std::move(a.point_begin);
+    t.point_count_ = std::move(a.point_count);
+    t.leaves_ = std::move(a.leaves);
+    t.level_offset_ = std::move(a.level_offset);
+    t.node_count_ = static_cast<std::int32_t>(nodes);
+    t.leaf_count_ = leaf_count;
+    t.point_total_ = point_total;
+    t.depth_ = static_cast<std::int32_t>(levels) - 2;
+    t.host_level_offset_ = std::move(host_level_offset);
+    return t;
+  }
+
+  // Gives the device arrays back (to be refilled and adopted again), leaving this tree empty.
+  arrays release() noexcept {
+    arrays a{std::move(points_),      std::move(parent_),      std::move(first_child_), std::move(child_count_),
+             std::move(point_begin_), std::move(point_count_), std::move(leaves_),      std::move(level_offset_)};
+    *this = device_octree();
+    return a;
   }
 
   device_octree(const device_octree&) = delete;
@@ -121,6 +178,11 @@ class device_octree {
   std::int32_t leaf_count() const noexcept { return leaf_count_; }
   std::int32_t point_total() const noexcept { return point_total_; }
   std::int32_t depth() const noexcept { return depth_; }
+  // Device bytes the arrays hold (their capacity, which may exceed the tree: see arrays).
+  std::size_t bytes() const noexcept {
+    return points_.bytes() + parent_.bytes() + first_child_.bytes() + child_count_.bytes() + point_begin_.bytes() +
+           point_count_.bytes() + leaves_.bytes() + level_offset_.bytes();
+  }
 
  private:
   device_buffer<point> points_;

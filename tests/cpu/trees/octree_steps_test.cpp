@@ -1,0 +1,444 @@
+// octree_steps.hpp, the portable core of the GPU builder, driven over host arrays the way the
+// builder's kernels drive it (tests/cpu: runs without a GPU):
+//  * the step functions against the host builder's original formulas (std::ldexp, std::max,
+//    std::abs, std::isfinite), bit for bit;
+//  * an emulation of src/device_octree_builder.cu's pipeline (extents merged in scrambled order
+//    as a parallel reduce would, codes, a stable sort, per level one octant_end per (node, octant)
+//    lane over the node's whole range, children numbered by an exclusive sum and placed by
+//    child_rank, leaves through per-point slots) compared node for node with build_octree over
+//    many inputs: every array, the permutation, and the rejected-point error.
+#include <canopy/trees/errors.hpp>
+#include <canopy/trees/generators.hpp>
+#include <canopy/trees/morton.hpp>
+#include <canopy/trees/octree.hpp>
+#include <canopy/trees/octree_steps.hpp>
+
+#include "edge_case_sets.hpp"
+#include "test_support.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace canopy::trees {
+namespace {
+
+using testing::same_bits;
+
+// ------------------------------------------------------------- the host's original formulas -----
+
+// build_octree's cell and cube arithmetic as it was written before it moved to octree_steps.hpp.
+box original_cell_box(const box& cube, std::uint64_t prefix, int level) {
+  const double edge = std::ldexp(cube.hi[0] - cube.lo[0], -level);
+  const morton_cell c = morton_decode(prefix);
+  const double idx[3] = {static_cast<double>(c.x), static_cast<double>(c.y), static_cast<double>(c.z)};
+  box b;
+  for (int a = 0; a < 3; ++a) {
+    b.lo[a] = cube.lo[a] + idx[a] * edge;
+    b.hi[a] = cube.lo[a] + (idx[a] + 1.0) * edge;
+  }
+  return b;
+}
+
+box original_bounding_cube(const double lo[3], const double hi[3]) {
+  double edge = 0.0;
+  for (int a = 0; a < 3; ++a) edge = std::max(edge, hi[a] - lo[a]);
+  edge = edge > 0.0 ? edge * (1.0 + 0x1.0p-16) : 1.0;
+  double magnitude = 0.0;
+  for (int a = 0; a < 3; ++a) magnitude = std::max({magnitude, std::abs(lo[a]), std::abs(hi[a])});
+  edge = std::max(edge, magnitude * 0x1.0p-24);
+  box cube;
+  for (int a = 0; a < 3; ++a) {
+    const double centre = 0.5 * (lo[a] + hi[a]);
+    cube.lo[a] = centre - 0.5 * edge;
+    cube.hi[a] = cube.lo[a] + edge;
+  }
+  return cube;
+}
+
+bool original_rejected(const point& q) {
+  return !std::isfinite(q.x) || !std::isfinite(q.y) || !std::isfinite(q.z) || !std::isfinite(q.m) ||
+         std::abs(q.x) > max_coordinate_magnitude || std::abs(q.y) > max_coordinate_magnitude ||
+         std::abs(q.z) > max_coordinate_magnitude;
+}
+
+bool same_box(const box& a, const box& b) { return std::memcmp(&a, &b, sizeof(box)) == 0; }
+
+TEST(OctreeSteps, RejectedPointMatchesTheHostRule) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float limit = static_cast<float>(max_coordinate_magnitude);
+  const float above = std::nextafter(limit, inf);
+  const float values[] = {0.0f, -0.0f, 1.0f, -1.0f, 1e-45f, limit, -limit, above, -above, 3e38f, -3e38f,
+                          std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), inf, -inf, nan};
+  int rejected = 0;
+  for (float x : values) {
+    for (float m : values) {
+      for (const point q : {point{x, 0.5f, 0.5f, m}, point{0.5f, x, 0.5f, m}, point{0.5f, 0.5f, x, m}}) {
+        ASSERT_EQ(rejected_point(q.x, q.y, q.z, q.m), original_rejected(q)) << q.x << " " << q.y << " " << q.z << " " << q.m;
+        rejected += original_rejected(q);
+      }
+    }
+  }
+  EXPECT_GT(rejected, 100);  // the table exercises both answers
+}
+
+TEST(OctreeSteps, CellBoxAndBoundingCubeAreTheHostFormulasBitForBit) {
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> unit(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-60, 50);
+  for (int trial = 0; trial < 20000; ++trial) {
+    const double scale = std::ldexp(1.0, exponent(rng));
+    double lo[3], hi[3];
+    for (int a = 0; a < 3; ++a) {
+      const double u = static_cast<float>(unit(rng) * scale), v = static_cast<float>(unit(rng) * scale);
+      lo[a] = trial % 7 == 0 ? u : std::min(u, v);  // every 7th: a single point
+      hi[a] = trial % 7 == 0 ? u : std::max(u, v);
+    }
+    const box cube = bounding_cube(lo, hi);
+    ASSERT_TRUE(same_box(cube, original_bounding_cube(lo, hi))) << "trial " << trial;
+    const int level = trial % (max_octree_depth + 1);
+    const std::uint64_t code = rng() >> 1;
+    const std::uint64_t prefix = morton_prefix(code, level);
+    ASSERT_TRUE(same_box(cell_box(cube, prefix, level), original_cell_box(cube, prefix, level))) << "trial " << trial;
+  }
+  // A parallel reduce may keep either zero of a min or max that ties at 0.0 == -0.0: the cube must
+  // not depend on which.
+  for (int signs = 0; signs < 64; ++signs) {
+    double lo[3], hi[3];
+    for (int a = 0; a < 3; ++a) {
+      lo[a] = (signs >> (2 * a)) & 1 ? -0.0 : 0.0;
+      hi[a] = a == 1 ? 2.5 : ((signs >> (2 * a + 1)) & 1 ? -0.0 : 0.0);
+    }
+    const double zero_lo[3] = {0.0, 0.0, 0.0}, zero_hi[3] = {0.0, 2.5, 0.0};
+    EXPECT_TRUE(same_box(bounding_cube(lo, hi), bounding_cube(zero_lo, zero_hi))) << "signs " << signs;
+    for (int a = 0; a < 3; ++a) hi[a] = a == 1 ? lo[a] : hi[a];
+    const double all_zero[3] = {0.0, 0.0, 0.0};
+    EXPECT_TRUE(same_box(bounding_cube(lo, hi), bounding_cube(all_zero, all_zero))) << "signs " << signs;
+  }
+}
+
+TEST(OctreeSteps, ExtentsMergeInAnyOrder) {
+  std::vector<point> pts = generate_plummer(5000, 4);
+  pts[4321].z = std::numeric_limits<float>::quiet_NaN();
+  pts[1234].x = 2e15f;
+  pts[777].y = -0.0f;
+  std::mt19937_64 rng(11);
+  point_extent serial = empty_extent();
+  for (std::size_t i = 0; i < pts.size(); ++i)
+    serial = merge_extents(serial, extent_of(pts[i].x, pts[i].y, pts[i].z, pts[i].m, static_cast<std::int32_t>(i)));
+  EXPECT_EQ(serial.first_rejected, 1234);
+  for (int trial = 0; trial < 20; ++trial) {
+    // A reduce tree of random shape: random chunks, merged in random order.
+    std::vector<point_extent> parts;
+    for (std::size_t i = 0; i < pts.size();) {
+      const std::size_t len = 1 + rng() % 300;
+      point_extent e = empty_extent();
+      for (std::size_t j = std::min(pts.size(), i + len); j-- > i;)
+        e = merge_extents(extent_of(pts[j].x, pts[j].y, pts[j].z, pts[j].m, static_cast<std::int32_t>(j)), e);
+      parts.push_back(e);
+      i += len;
+    }
+    std::shuffle(parts.begin(), parts.end(), rng);
+    while (parts.size() > 1) {
+      const std::size_t k = rng() % (parts.size() - 1);
+      parts[k] = merge_extents(parts[k + 1], parts[k]);
+      parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+    }
+    EXPECT_EQ(std::memcmp(&parts[0], &serial, sizeof(point_extent)), 0) << "trial " << trial;
+  }
+}
+
+// ------------------------------------------------------------- the GPU pipeline, emulated -------
+
+struct emulated_build {
+  octree tree;
+  std::vector<std::int32_t> permutation;
+};
+
+// src/device_octree_builder.cu's steps over host arrays, each kernel a loop over its threads.
+emulated_build emulate_device_build(const std::vector<point>& input, const build_options& options,
+                                    std::uint64_t scramble) {
+  const auto n = static_cast<std::int32_t>(input.size());
+  emulated_build out;
+  octree& t = out.tree;
+  if (n == 0) {  // empty_tree
+    t.level_offset = {0, 1};
+    t.parent = {-1};
+    t.first_child = {-1};
+    t.child_count = {0};
+    t.point_begin = {0};
+    t.point_count = {0};
+    t.level = {0};
+    t.bounds = {box{{0.0, 0.0, 0.0}, {1.0, 1.0, 1.0}}};
+    t.leaves = {0};
+    return out;
+  }
+  // DeviceReduce: per-point extents merged in an order that depends on `scramble`.
+  std::vector<point_extent> extents(input.size());
+  for (std::int32_t i = 0; i < n; ++i) extents[i] = extent_of(input[i].x, input[i].y, input[i].z, input[i].m, i);
+  std::mt19937_64 rng(scramble);
+  std::shuffle(extents.begin(), extents.end(), rng);
+  point_extent extent = empty_extent();
+  for (const point_extent& e : extents) extent = rng() & 1 ? merge_extents(extent, e) : merge_extents(e, extent);
+  if (extent.first_rejected != no_rejected_point) {
+    const auto i = static_cast<std::size_t>(extent.first_rejected);
+    throw rejected_point_error("device_octree_builder", i, input[i]);
+  }
+  // start_tree, compute_codes, the stable radix sort, gather_points.
+  const box cube = bounding_cube(extent);
+  const morton_grid grid = make_morton_grid(cube);
+  std::vector<std::uint64_t> codes(input.size());
+  for (std::int32_t i = 0; i < n; ++i) codes[i] = morton_code(input[i], grid);
+  out.permutation.resize(input.size());
+  std::iota(out.permutation.begin(), out.permutation.end(), 0);
+  std::stable_sort(out.permutation.begin(), out.permutation.end(),
+                   [&](std::int32_t a, std::int32_t b) { return codes[a] < codes[b]; });
+  std::vector<std::uint64_t> sorted(input.size());
+  t.points.resize(input.size());
+  for (std::int32_t i = 0; i < n; ++i) {
+    sorted[i] = codes[out.permutation[i]];
+    t.points[i] = input[out.permutation[i]];
+  }
+  auto add_node = [&](std::int32_t parent, std::int32_t begin, std::int32_t count, int level, const box& cell) {
+    t.parent.push_back(parent);
+    t.first_child.push_back(-1);
+    t.child_count.push_back(0);
+    t.point_begin.push_back(begin);
+    t.point_count.push_back(count);
+    t.level.push_back(static_cast<std::uint8_t>(level));
+    t.bounds.push_back(cell);
+  };
+  add_node(-1, 0, n, 0, cube);
+  std::vector<std::int32_t> leaf_slot(input.size(), -1);
+  t.level_offset = {0, 1};
+  std::int32_t begin = 0, next = 1;
+  int level = 0;
+  for (;; ++level) {
+    const std::int32_t width = next - begin;
+    // split_level: lane (k, o) finds ends[k][o]; lane 0 counts the occupied octants.
+    std::vector<std::int32_t> ends(static_cast<std::size_t>(8) * width, -7);
+    std::vector<std::uint64_t> counts(static_cast<std::size_t>(width) + 1, 0);
+    for (std::int32_t k = 0; k < width; ++k) {
+      const std::int32_t node = begin + k, pb = t.point_begin[node], pc = t.point_count[node];
+      if (!node_splits(pc, level, options.max_leaf, options.max_depth)) {
+        leaf_slot[pb] = node;
+        continue;
+      }
+      for (unsigned o = 0; o < 8; ++o) ends[8 * k + o] = o == 7 ? pb + pc : octant_end(sorted.data(), pb, pb + pc, level, o);
+      counts[k] = std::uint64_t{1} << 32 | static_cast<std::uint64_t>(child_total(occupied_octants(pb, &ends[8 * k])));
+    }
+    // DeviceScan::ExclusiveSum.
+    std::vector<std::uint64_t> offsets(counts.size());
+    std::exclusive_scan(counts.begin(), counts.end(), offsets.begin(), std::uint64_t{0});
+    const auto children = static_cast<std::int32_t>(offsets[width] & 0xffffffffu);
+    // emit_children: lane (k, o).
+    t.parent.resize(static_cast<std::size_t>(next) + children);
+    t.first_child.resize(t.parent.size());
+    t.child_count.resize(t.parent.size());
+    t.point_begin.resize(t.parent.size());
+    t.point_count.resize(t.parent.size());
+    t.level.resize(t.parent.size());
+    t.bounds.resize(t.parent.size());
+    for (std::int32_t k = 0; k < width; ++k) {
+      const std::int32_t node = begin + k;
+      const auto count = static_cast<std::int32_t>(static_cast<std::uint32_t>(offsets[k + 1]) - static_cast<std::uint32_t>(offsets[k]));
+      const std::int32_t first = next + static_cast<std::int32_t>(static_cast<std::uint32_t>(offsets[k]));
+      t.first_child[node] = count > 0 ? first : -1;
+      t.child_count[node] = count;
+      if (count == 0) continue;
+      const std::int32_t pb = t.point_begin[node];
+      const unsigned occupied = occupied_octants(pb, &ends[8 * k]);
+      for (unsigned o = 0; o < 8; ++o) {
+        if (((occupied >> o) & 1u) == 0) continue;
+        const std::int32_t child = first + child_rank(occupied, o);
+        const std::int32_t from = o == 0 ? pb : ends[8 * k + o - 1];
+        t.parent[child] = node;
+        t.first_child[child] = -1;
+        t.child_count[child] = 0;
+        t.point_begin[child] = from;
+        t.point_count[child] = ends[8 * k + o] - from;
+        t.level[child] = static_cast<std::uint8_t>(level + 1);
+        t.bounds[child] = cell_box(cube, morton_prefix(sorted[from], level + 1), level + 1);
+      }
+    }
+    if (children == 0) break;
+    begin = next;
+    next += children;
+    t.level_offset.push_back(next);
+  }
+  t.depth = level;
+  // DeviceSelect::If over the leaf slots.
+  for (std::int32_t slot : leaf_slot)
+    if (slot >= 0) t.leaves.push_back(slot);
+  return out;
+}
+
+void expect_same_tree(const octree& device, const octree& host) {
+  EXPECT_EQ(device.depth, host.depth);
+  EXPECT_EQ(device.level_offset, host.level_offset);
+  EXPECT_EQ(device.parent, host.parent);
+  EXPECT_EQ(device.first_child, host.first_child);
+  EXPECT_EQ(device.child_count, host.child_count);
+  EXPECT_EQ(device.point_begin, host.point_begin);
+  EXPECT_EQ(device.point_count, host.point_count);
+  EXPECT_EQ(device.level, host.level);
+  EXPECT_EQ(device.leaves, host.leaves);
+  EXPECT_TRUE(same_bits(device.points, host.points));
+  ASSERT_EQ(device.bounds.size(), host.bounds.size());
+  for (std::size_t i = 0; i < host.bounds.size(); ++i) ASSERT_TRUE(same_box(device.bounds[i], host.bounds[i])) << "node " << i;
+}
+
+void expect_permutation(const emulated_build& e, const std::vector<point>& input) {
+  ASSERT_EQ(e.permutation.size(), input.size());
+  std::vector<char> seen(input.size(), 0);
+  for (std::size_t i = 0; i < input.size(); ++i) {
+    const std::int32_t p = e.permutation[i];
+    ASSERT_TRUE(p >= 0 && static_cast<std::size_t>(p) < input.size() && !seen[p]) << "position " << i;
+    seen[p] = 1;
+    ASSERT_TRUE(same_bits(e.tree.points[i], input[p])) << "position " << i;
+  }
+}
+
+void expect_emulation_matches(const std::vector<point>& pts, const build_options& o, std::uint64_t scramble = 1) {
+  const octree host = build_octree(pts, o);
+  const emulated_build device = emulate_device_build(pts, o, scramble);
+  expect_same_tree(device.tree, host);
+  expect_permutation(device, pts);
+  ASSERT_NO_THROW(check_invariants(device.tree));
+}
+
+struct steps_case {
+  std::string name;
+  std::vector<point> points;
+  build_options options;
+};
+
+void PrintTo(const steps_case& c, std::ostream* os) { *os << c.name << " (" << c.points.size() << " points)"; }
+
+std::vector<steps_case> steps_cases() {
+  std::vector<steps_case> cases;
+  for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{17}, std::size_t{1001}, std::size_t{40000}}) {
+    for (const build_options o : {build_options{}, build_options{1, 21}, build_options{8, 4}, build_options{100, 21}}) {
+      const std::string suffix = "_n" + std::to_string(n) + "_leaf" + std::to_string(o.max_leaf) + "_depth" + std::to_string(o.max_depth);
+      cases.push_back({"uniform" + suffix, generate_uniform(n, n + 1), o});
+      cases.push_back({"plummer" + suffix, generate_plummer(n, n + 2), o});
+      cases.push_back({"clusters" + suffix, generate_clusters(n, n + 3), o});
+    }
+  }
+  cases.push_back({"lattice_depth3", generate_lattice(3, 5, 9), {5, 21}});
+  cases.push_back({"lattice_depth3_split_below", generate_lattice(3, 5, 9), {4, 21}});
+  for (int depth : {0, 1, 2, 21}) {
+    cases.push_back({"identical_depth" + std::to_string(depth), std::vector<point>(100, point{0.1f, 0.2f, 0.3f, 1.0f}), {1, depth}});
+  }
+  {  // identical points among others, and input order of equal codes (masses tag them)
+    std::vector<point> p = generate_uniform(3000, 5);
+    for (int i = 0; i < 200; ++i) p.push_back(point{0.5f, 0.5f, 0.5f, static_cast<float>(i)});
+    std::mt19937_64 rng(1);
+    std::shuffle(p.begin(), p.end(), rng);
+    cases.push_back({"identical_inside_uniform", p, {4, 21}});
+  }
+  for (const canopy::testing::edge_case& c : canopy::testing::accepted_edge_cases()) cases.push_back({"edge_" + c.name, c.points, c.options});
+  return cases;
+}
+
+class OctreeStepsEmulation : public ::testing::TestWithParam<steps_case> {};
+
+TEST_P(OctreeStepsEmulation, MatchesBuildOctreeNodeForNode) {
+  expect_emulation_matches(GetParam().points, GetParam().options, GetParam().points.size() + 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Inputs, OctreeStepsEmulation, ::testing::ValuesIn(steps_cases()),
+                         [](const ::testing::TestParamInfo<steps_case>& info) { return info.param.name; });
+
+TEST(OctreeStepsEmulationExtra, LargePlummerAnyReduceOrder) {
+  const std::vector<point> pts = generate_plummer(300000, 21);
+  for (std::uint64_t scramble : {1u, 2u}) expect_emulation_matches(pts, {32, 21}, scramble);
+}
+
+TEST(OctreeStepsEmulationExtra, EmptyInputIsTheHostsOneNodeTree) {
+  const emulated_build e = emulate_device_build({}, {}, 1);
+  expect_same_tree(e.tree, build_octree({}));
+}
+
+TEST(OctreeStepsEmulationExtra, RejectsTheSamePointWithTheSameProblem) {
+  std::vector<point> pts = generate_uniform(50000, 2);
+  pts[40000].x = std::numeric_limits<float>::infinity();
+  pts[30000].m = std::numeric_limits<float>::quiet_NaN();
+  pts[45000].z = -3e15f;
+  for (int round = 0; round < 3; ++round) {
+    std::optional<std::string> host, device;
+    try {
+      build_octree(pts);
+    } catch (const input_error& e) {
+      host = e.problem();
+    }
+    try {
+      emulate_device_build(pts, {}, 5);
+    } catch (const input_error& e) {
+      device = e.problem();
+      EXPECT_EQ(e.source(), "device_octree_builder");
+    }
+    ASSERT_TRUE(host && device);
+    EXPECT_EQ(*device, *host);
+    if (round == 0) {
+      EXPECT_NE(host->find("point 30000"), std::string::npos) << *host;
+      pts[30000].m = 1.0f;
+    } else if (round == 1) {
+      EXPECT_NE(host->find("point 40000"), std::string::npos) << *host;
+      pts[40000].x = 0.5f;
+    } else {
+      EXPECT_NE(host->find("point 45000"), std::string::npos) << *host;
+      EXPECT_NE(host->find("beyond"), std::string::npos) << *host;
+    }
+  }
+}
+
+TEST(OctreeSteps, OctantEndIsThePartitionPoint) {
+  // Sorted codes of one level-2 node with gaps in its octants; every (range, octant) agrees with
+  // std::partition_point.
+  std::mt19937_64 rng(8);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int level = trial % 21;
+    const std::uint64_t prefix = (rng() >> 1) >> (3 * (21 - level)) << (3 * (21 - level));
+    std::vector<std::uint64_t> codes(1 + rng() % 100);
+    const unsigned allowed = static_cast<unsigned>(rng() & 0xff) | 1u;
+    for (std::uint64_t& c : codes) {
+      unsigned o = static_cast<unsigned>(rng() & 7);
+      while (((allowed >> o) & 1u) == 0) o = (o + 1) & 7;
+      const int shift = 3 * (21 - 1 - level);
+      c = prefix | static_cast<std::uint64_t>(o) << shift | ((rng() >> 1) & ((std::uint64_t{1} << shift) - 1));
+    }
+    std::sort(codes.begin(), codes.end());
+    const auto count = static_cast<std::int32_t>(codes.size());
+    std::int32_t ends[8];
+    for (unsigned o = 0; o < 8; ++o) {
+      const auto it = std::partition_point(codes.begin(), codes.end(),
+                                           [&](std::uint64_t c) { return morton_octant(c, level) <= o; });
+      ends[o] = octant_end(codes.data(), 0, count, level, o);
+      ASSERT_EQ(ends[o], it - codes.begin()) << "trial " << trial << " octant " << o;
+    }
+    const unsigned occupied = occupied_octants(0, ends);
+    unsigned expected = 0;
+    for (std::uint64_t c : codes) expected |= 1u << morton_octant(c, level);
+    EXPECT_EQ(occupied, expected);
+    int rank = 0;
+    for (unsigned o = 0; o < 8; ++o) {
+      if ((occupied >> o) & 1u) {
+        EXPECT_EQ(child_rank(occupied, o), rank++);
+      }
+    }
+    EXPECT_EQ(child_total(occupied), rank);
+  }
+}
+
+}  // namespace
+}  // namespace canopy::trees
