@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -30,6 +31,7 @@
 #include "canopy/detail/check_options.hpp"
 #include "canopy/detail/graph_launch.cuh"
 #include "canopy/detail/persistent_kernel.cuh"
+#include "canopy/device_task_graph.cuh"
 #include "canopy/scheduler_options.hpp"
 #include "canopy/status.hpp"
 #include "canopy/task_graph.hpp"
@@ -135,6 +137,10 @@ static_assert(offsetof(detail::run_report, code) == offsetof(device_run_status, 
 class gpu_scheduler {
  public:
   gpu_scheduler(const task_graph& graph, const scheduler_options& options);
+  /// A tree whose graph was built on the device (device_task_graph): its arrays are copied device
+  /// to device on `stream`, with no host copy of the tree. Throws canopy::error for a graph with
+  /// tasks but no root (only a cycle has none).
+  gpu_scheduler(const device_task_graph& graph, const scheduler_options& options, cudaStream_t stream = nullptr);
   gpu_scheduler(const gpu_scheduler&) = delete;
   gpu_scheduler& operator=(const gpu_scheduler&) = delete;
   gpu_scheduler(gpu_scheduler&&) noexcept = default;
@@ -155,6 +161,14 @@ class gpu_scheduler {
   /// start (invalid_argument: the grid does not fit; device_error: a CUDA call failed).
   template <class Ops>
   run_ticket run_async(const Ops& ops, cudaStream_t stream = nullptr);
+
+  /// Runs the next runs on another tree built on the device (a simulation's tree of this step),
+  /// keeping the scheduler's memory: the graph's arrays are copied on `stream` and the next run
+  /// resets the queues and counters itself, so nothing waits for the host unless the new graph
+  /// needs larger buffers (graph buffers grow to 1.5 times the need; larger queues are new buffers
+  /// reset by the host: that synchronises). Enqueue the runs that use it on `stream` too; no run
+  /// may be in flight on another stream. The `graph` may be destroyed once this returns.
+  void set_graph(const device_task_graph& graph, cudaStream_t stream = nullptr);
 
   /// The result of the last run that completed: call after synchronising the stream the run (or
   /// the graph that holds it) was enqueued on. For a timeout it names the stuck task, judged
@@ -199,13 +213,21 @@ class gpu_scheduler {
   }
   detail::scheduler_ref make_ref(int grid, int batch_max) const;  // batch_max: tasks a block fetches at most
   void reset_state();  // queues, counters, pending and the report: at construction
+  void init_device(const scheduler_options& options);  // the device's properties, checks
+  void allocate_queues(std::size_t workers);
+  void check_device_graph(const device_task_graph& graph) const;
+  void copy_device_graph(const device_task_graph& graph, cudaStream_t stream);  // grows the graph buffers
+  const task_graph& host_graph() const;  // the failure diagnosis's view (downloaded for a device graph)
 
-  task_graph graph_;  // host copy: failure diagnosis and resets
+  std::int32_t task_count_ = 0, source_count_ = 0, sink_count_ = 0;
+  // The host's graph: given (task_graph constructor), or downloaded from the device when a
+  // timeout must be explained (device_task_graph constructor, set_graph).
+  mutable std::optional<task_graph> host_graph_;
   scheduler_options options_;
   int device_ = 0, sm_count_ = 0, max_workers_ = 0;
   detail::queue_capacities capacity_;
   // The graph on the device: parent (trees) or successor lists (DAGs), counts and sources.
-  device_buffer<task_id> parent_;
+  device_buffer<task_id> parent_;  // the graph buffers may be longer than the graph (set_graph)
   device_buffer<std::int32_t> succ_offsets_;
   device_buffer<task_id> succ_;
   device_buffer<std::int32_t> dependency_count_;
@@ -228,8 +250,7 @@ class gpu_scheduler {
 
 // ---------------------------------------------------------------------------------------------
 
-inline gpu_scheduler::gpu_scheduler(const task_graph& graph, const scheduler_options& options)
-    : graph_(graph), options_(options) {
+inline void gpu_scheduler::init_device(const scheduler_options& options) {
   detail::check_options(options, "gpu backend", true);
   if (!gpu_available()) throw error(status::device_error, "gpu backend: no CUDA device is available");
   cuda_check(cudaGetDevice(&device_), "cudaGetDevice");
@@ -238,12 +259,29 @@ inline gpu_scheduler::gpu_scheduler(const task_graph& graph, const scheduler_opt
   if (!prop.cooperativeLaunch) throw error(status::device_error, "gpu backend: the device does not support cooperative launches");
   sm_count_ = prop.multiProcessorCount;
   max_workers_ = sm_count_ * (prop.maxThreadsPerMultiProcessor / options.threads_per_block);
-  capacity_ = detail::resolve_capacities(options, graph.task_count());
+  capacity_ = detail::resolve_capacities(options, task_count_);
   const std::size_t smem = detail::kernel_shared_bytes(options.threads_per_block, capacity_.priv);
   if (smem > prop.sharedMemPerBlockOptin)
     throw error(status::invalid_argument, "gpu backend: private queue capacity " + std::to_string(capacity_.priv) +
                                               " does not fit in shared memory");
-  const auto workers = static_cast<std::size_t>(max_workers_);
+}
+
+inline void gpu_scheduler::allocate_queues(std::size_t workers) {
+  global_header_ = device_buffer<detail::ring_header>(1);
+  global_slots_ = device_buffer<std::uint64_t>(static_cast<std::size_t>(capacity_.global));
+  locked_slots_ = device_buffer<task_id>(static_cast<std::size_t>(capacity_.global));
+  shared_headers_ = device_buffer<detail::ring_header>(workers);
+  shared_slots_ = device_buffer<std::uint64_t>(workers * static_cast<std::size_t>(capacity_.shared));
+  counters_ = device_buffer<detail::run_counters>(1);
+}
+
+inline gpu_scheduler::gpu_scheduler(const task_graph& graph, const scheduler_options& options)
+    : task_count_(graph.task_count()),
+      source_count_(static_cast<std::int32_t>(graph.sources().size())),
+      sink_count_(graph.sink_count()),
+      host_graph_(graph),
+      options_(options) {
+  init_device(options);
   if (graph.is_tree()) {
     parent_ = device_buffer<task_id>(graph.parent());
   } else {
@@ -253,21 +291,101 @@ inline gpu_scheduler::gpu_scheduler(const task_graph& graph, const scheduler_opt
   dependency_count_ = device_buffer<std::int32_t>(graph.dependency_count());
   pending_ = device_buffer<std::int32_t>(graph.dependency_count());
   sources_ = device_buffer<task_id>(graph.sources());
-  global_header_ = device_buffer<detail::ring_header>(1);
-  global_slots_ = device_buffer<std::uint64_t>(static_cast<std::size_t>(capacity_.global));
-  locked_slots_ = device_buffer<task_id>(static_cast<std::size_t>(capacity_.global));
-  shared_headers_ = device_buffer<detail::ring_header>(workers);
-  shared_slots_ = device_buffer<std::uint64_t>(workers * static_cast<std::size_t>(capacity_.shared));
-  counters_ = device_buffer<detail::run_counters>(1);
+  allocate_queues(static_cast<std::size_t>(max_workers_));
   report_ = detail::mapped_report::allocate();
   reset_state();
 }
 
+inline void gpu_scheduler::check_device_graph(const device_task_graph& graph) const {
+  if (graph.task_count() > 0 && graph.sink_count() == 0)
+    throw error(status::invalid_argument, "gpu backend: a device task graph of " + std::to_string(graph.task_count()) +
+                                              " tasks has no root (every task has a parent: a cycle)");
+}
+
+inline void gpu_scheduler::copy_device_graph(const device_task_graph& graph, cudaStream_t stream) {
+  const auto n = static_cast<std::size_t>(graph.task_count());
+  const auto sources = static_cast<std::size_t>(graph.source_count());
+  const auto grow = [](auto& buffer, std::size_t need) {
+    using T = std::remove_pointer_t<decltype(buffer.data())>;
+    if (buffer.size() < std::max<std::size_t>(need, 1)) {
+      buffer = device_buffer<T>();  // free first
+      buffer = device_buffer<T>(std::max<std::size_t>(need + need / 2, 1));
+    }
+  };
+  grow(parent_, n);
+  grow(dependency_count_, n);
+  grow(pending_, n);
+  grow(sources_, sources);
+  if (n != 0) {
+    cuda_check(cudaMemcpyAsync(parent_.data(), graph.parent(), n * sizeof(task_id), cudaMemcpyDeviceToDevice, stream), "copy graph");
+    cuda_check(cudaMemcpyAsync(dependency_count_.data(), graph.dependency_count(), n * sizeof(std::int32_t),
+                               cudaMemcpyDeviceToDevice, stream),
+               "copy graph");
+    cuda_check(cudaMemcpyAsync(pending_.data(), graph.dependency_count(), n * sizeof(std::int32_t), cudaMemcpyDeviceToDevice, stream),
+               "copy graph");
+  }
+  if (sources != 0)
+    cuda_check(cudaMemcpyAsync(sources_.data(), graph.sources(), sources * sizeof(task_id), cudaMemcpyDeviceToDevice, stream),
+               "copy graph");
+  task_count_ = graph.task_count();
+  source_count_ = graph.source_count();
+  sink_count_ = graph.sink_count();
+  host_graph_.reset();
+}
+
+inline gpu_scheduler::gpu_scheduler(const device_task_graph& graph, const scheduler_options& options, cudaStream_t stream)
+    : task_count_(graph.task_count()), options_(options) {
+  check_device_graph(graph);
+  init_device(options);
+  copy_device_graph(graph, stream);
+  allocate_queues(static_cast<std::size_t>(max_workers_));
+  report_ = detail::mapped_report::allocate();
+  cuda_check(cudaStreamSynchronize(stream), "copy graph");  // reset_state's copies are on the legacy stream
+  reset_state();
+}
+
+namespace detail {
+/// Marks the scheduler's state dirty in stream order: the next run resets the queues, dependency
+/// counters and run counters itself, for the graph it is given (run_lifecycle.cuh's begin_run).
+template <int = 0>
+__global__ void mark_dirty_kernel(run_counters* c) {
+  c->dirty = 1;
+}
+}  // namespace detail
+
+inline void gpu_scheduler::set_graph(const device_task_graph& graph, cudaStream_t stream) {
+  if (report_.host() == nullptr) throw error(status::invalid_argument, "gpu backend: set_graph on a moved-from scheduler");
+  check_device_graph(graph);
+  const detail::queue_capacities need = detail::resolve_capacities(options_, graph.task_count());
+  copy_device_graph(graph, stream);
+  if (need.global > capacity_.global || need.shared > capacity_.shared || need.priv != capacity_.priv) {
+    // Larger queues: new buffers, reset by the host like a new scheduler's (this waits).
+    cuda_check(cudaStreamSynchronize(stream), "set_graph");
+    capacity_ = need;
+    allocate_queues(static_cast<std::size_t>(max_workers_));
+    occupancy_cache_.clear();  // the private queue's shared memory is part of the occupancy
+    reset_state();
+    return;
+  }
+  detail::mark_dirty_kernel<<<1, 1, 0, stream>>>(counters_.data());
+  cuda_check(cudaGetLastError(), "set_graph");
+}
+
+inline const task_graph& gpu_scheduler::host_graph() const {
+  if (!host_graph_) {
+    const auto n = static_cast<std::size_t>(task_count_);
+    std::vector<task_id> parent(n), sources(static_cast<std::size_t>(source_count_));
+    if (n != 0) cuda_check(cudaMemcpy(parent.data(), parent_.data(), n * sizeof(task_id), cudaMemcpyDeviceToHost), "read graph");
+    if (!sources.empty())
+      cuda_check(cudaMemcpy(sources.data(), sources_.data(), sources.size() * sizeof(task_id), cudaMemcpyDeviceToHost), "read graph");
+    host_graph_ = task_graph::from_parents(parent, sources);
+  }
+  return *host_graph_;
+}
+
 inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) const {
-  const auto& g = graph_;
-  task_graph_ref gr{g.task_count(),        parent_.data(),  succ_offsets_.data(),
-                    succ_.data(),          dependency_count_.data(), pending_.data(),
-                    sources_.data(),       static_cast<std::int32_t>(g.sources().size()), g.sink_count()};
+  task_graph_ref gr{task_count_,  parent_.data(),  succ_offsets_.data(), succ_.data(), dependency_count_.data(),
+                    pending_.data(), sources_.data(), source_count_,        sink_count_};
   // Spread the sources over the whole grid on the first pass (one chunk per block), but never
   // more than a block's batch holds: the block modes deal the first chunk of every block
   // statically (static_sources), and a first fetch takes exactly one chunk.
@@ -299,7 +417,7 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) co
 inline void gpu_scheduler::reset_state() {
   // Synchronous copies on the legacy stream: they have landed when this returns, before any run
   // on any stream (also a non-blocking one) can read them. From here on the runs keep the state.
-  const detail::run_counters c = detail::run_counters::initial(graph_.sink_count());
+  const detail::run_counters c = detail::run_counters::initial(sink_count_);
   cuda_check(cudaMemcpy(counters_.data(), &c, sizeof c, cudaMemcpyHostToDevice), "reset counters");
   const detail::ring_header g = detail::ring_header::empty(capacity_.global);
   cuda_check(cudaMemcpy(global_header_.data(), &g, sizeof g, cudaMemcpyHostToDevice), "reset queue");
@@ -307,7 +425,10 @@ inline void gpu_scheduler::reset_state() {
   const std::vector<detail::ring_header> s(static_cast<std::size_t>(max_workers_), detail::ring_header::empty(capacity_.shared));
   cuda_check(cudaMemcpy(shared_headers_.data(), s.data(), sizeof(detail::ring_header) * s.size(), cudaMemcpyHostToDevice), "reset queues");
   cuda_check(cudaMemset(shared_slots_.data(), 0, shared_slots_.bytes()), "reset queues");
-  cuda_check(cudaMemcpy(pending_.data(), dependency_count_.data(), dependency_count_.bytes(), cudaMemcpyDeviceToDevice), "reset counters");
+  if (task_count_ != 0)
+    cuda_check(cudaMemcpy(pending_.data(), dependency_count_.data(), static_cast<std::size_t>(task_count_) * sizeof(std::int32_t),
+                          cudaMemcpyDeviceToDevice),
+               "reset counters");
   *report_.host() = detail::run_report{0, no_task, 0, 0};
   cuda_check(cudaDeviceSynchronize(), "reset");  // the uploads are pageable copies, too
 }
@@ -338,7 +459,7 @@ run_ticket gpu_scheduler::run_async(const Ops& ops, cudaStream_t stream) {
   cuda_check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
   const bool captured = capture == cudaStreamCaptureStatusActive;
   const run_ticket ticket(this, stream, ++enqueued_, captured);
-  if (graph_.task_count() == 0) return ticket;  // nothing to run: the report says ok
+  if (task_count_ == 0) return ticket;  // nothing to run: the report says ok
   const mode m = options_.mode;
   const int resident = max_blocks<Ops>(m);
   if (resident == 0)
@@ -355,14 +476,14 @@ run_ticket gpu_scheduler::run_async(const Ops& ops, cudaStream_t stream) {
     // heap grow only before the first kernel that calls malloc; after that we run with what there
     // is, and an exhausted heap is reported as QueueOverflow. (Not while capturing: the limit is
     // device-wide state, not a stream operation.)
-    const std::size_t need = (static_cast<std::size_t>(graph_.task_count()) + 1024) * 64 + (8u << 20);
+    const std::size_t need = (static_cast<std::size_t>(task_count_) + 1024) * 64 + (8u << 20);
     std::size_t have = 0;
     cuda_check(cudaDeviceGetLimit(&have, cudaLimitMallocHeapSize), "cudaDeviceGetLimit");
     if (need > have && cudaDeviceSetLimit(cudaLimitMallocHeapSize, need) != cudaSuccess) (void)cudaGetLastError();
   }
   last_grid_ = grid;
   const detail::scheduler_ref ref = make_ref(
-      grid, detail::run_batch_max<Ops>(options_.threads_per_block, static_cast<std::int64_t>(graph_.sources().size()), grid));
+      grid, detail::run_batch_max<Ops>(options_.threads_per_block, source_count_, grid));
   static_sources_ = ref.static_sources;
   const std::size_t smem = detail::kernel_shared_bytes(options_.threads_per_block, capacity_.priv);
   // A capturing stream takes the direct launch (one cooperative kernel node in the caller's
@@ -406,17 +527,18 @@ inline run_result gpu_scheduler::last_result() const {
   r.task = report_->task;
   if (r.ok()) return r;
   if (r.code == canopy::status::timeout) {
-    std::vector<std::int32_t> pending(graph_.dependency_count().size());
+    const task_graph& g = host_graph();
+    std::vector<std::int32_t> pending(static_cast<std::size_t>(task_count_));
     cuda_check(cudaMemcpy(pending.data(), pending_.data(), pending.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost),
                "read counters");
     detail::run_counters c = detail::run_counters::initial(0);
     cuda_check(cudaMemcpy(&c, counters_.data(), sizeof c, cudaMemcpyDeviceToHost), "read counters");
-    r.task = graph_.find_stuck_task(pending);
+    r.task = g.find_stuck_task(pending);
     r.message = "deadline of " + std::to_string(options_.deadline.count()) + " ms passed; task " + std::to_string(r.task) +
-                " never became ready (" + std::to_string(c.sinks_left) + " of " + std::to_string(graph_.sink_count()) +
+                " never became ready (" + std::to_string(c.sinks_left) + " of " + std::to_string(sink_count_) +
                 " sinks unfinished, " +
-                std::to_string(std::min<std::uint64_t>(std::uint64_t{c.source_cursor} + static_sources_, graph_.sources().size())) +
-                " of " + std::to_string(graph_.sources().size()) + " sources claimed)";
+                std::to_string(std::min<std::uint64_t>(std::uint64_t{c.source_cursor} + static_sources_, static_cast<std::uint64_t>(source_count_))) +
+                " of " + std::to_string(source_count_) + " sources claimed)";
   } else if (r.code == canopy::status::queue_overflow) {
     r.message = options_.mode == mode::mutex
                     ? "device heap exhausted allocating a queue node for task " + std::to_string(r.task)

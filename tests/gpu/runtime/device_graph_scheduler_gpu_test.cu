@@ -1,0 +1,123 @@
+// gpu_scheduler over task graphs built on the device (device_task_graph): a run is exact, the
+// scheduler switches to other trees with set_graph (smaller, larger: the buffers grow) in stream
+// order with no host copy of the tree, a timeout names a stuck task from a graph the host never
+// had, and a graph without a root is refused.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "canopy/cuda/device_buffer.hpp"
+#include "canopy/device_task_graph.cuh"
+#include "canopy/gpu_scheduler.cuh"
+#include "gpu_backend.cuh"
+#include "gpu_test.hpp"
+#include "scheduler_test_graphs.hpp"
+
+namespace {
+
+using canopy::device_buffer;
+using canopy::device_task_graph;
+using canopy::task_graph;
+using canopy::task_id;
+using GpuTest = canopy::test::gpu_test;
+
+struct tree_case {
+  std::vector<task_id> parent;
+  task_graph host;
+  device_buffer<task_id> d_parent;
+  explicit tree_case(std::vector<task_id> p)
+      : parent(std::move(p)), host(task_graph::from_parents(parent)), d_parent(parent) {}
+};
+
+TEST_F(GpuTest, DeviceGraphRunsAreExactAcrossSetGraph) {
+  for (const canopy::mode m : {canopy::mode::continuation, canopy::mode::lockfree, canopy::mode::mutex}) {
+    SCOPED_TRACE(std::string("mode ") + std::string(canopy::to_string(m)));
+    cudaStream_t stream;
+    CANOPY_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    // The first tree, a smaller one (buffers kept), a much larger one (buffers and queues grow),
+    // and the first again.
+    std::vector<tree_case> trees;
+    trees.emplace_back(canopy::testing::random_tree_parents(30000, 31));
+    trees.emplace_back(canopy::testing::random_tree_parents(4000, 32, 8));
+    trees.emplace_back(canopy::testing::random_tree_parents(200000, 33));
+    canopy::scheduler_options o;
+    o.mode = m;
+    o.deadline = std::chrono::seconds(20);
+    std::unique_ptr<canopy::gpu_scheduler> sched;
+    for (const int k : {0, 1, 2, 0}) {
+      SCOPED_TRACE("tree " + std::to_string(k));
+      tree_case& t = trees[static_cast<std::size_t>(k)];
+      const device_task_graph g = device_task_graph::from_parents(t.d_parent.data(), t.host.task_count(), stream);
+      if (!sched) sched = std::make_unique<canopy::gpu_scheduler>(g, o, stream);
+      else sched->set_graph(g, stream);
+      canopy::test::gpu_backend::workspace w(t.host);
+      const auto expect = canopy::test::serial_sums(t.host);
+      for (int run = 0; run < 3; ++run) {
+        const canopy::run_result r = sched->run_async(w.ops(stream), stream).wait();
+        ASSERT_TRUE(r.ok()) << "run " << run << ": " << r.message;
+        const std::string e = canopy::test::exact_run_errors(w.read(), expect);
+        ASSERT_EQ(e, "") << "run " << run;
+      }
+    }
+    sched.reset();
+    CANOPY_TEST_CUDA(cudaStreamDestroy(stream));
+  }
+}
+
+__device__ inline std::uint64_t now_ns() {
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Every task is a no-op except `victim`, which sleeps past the deadline.
+struct stall_ops {
+  task_id victim;
+  std::uint64_t sleep_ns;
+  __device__ void operator()(task_id t) const {
+    if (t != victim) return;
+    const std::uint64_t until = now_ns() + sleep_ns;
+    while (now_ns() < until) __nanosleep(1000);
+  }
+};
+
+TEST_F(GpuTest, TimeoutOnADeviceGraphNamesAnAncestorOfTheStalledTask) {
+  const tree_case t(canopy::testing::random_tree_parents(20000, 41));
+  const device_task_graph g = device_task_graph::from_parents(t.d_parent.data(), t.host.task_count());
+  canopy::scheduler_options o;
+  o.deadline = std::chrono::milliseconds(200);
+  canopy::gpu_scheduler sched(g, o);
+  const task_id victim = t.host.sources()[t.host.sources().size() / 3];
+  const canopy::run_result r = sched.run(stall_ops{victim, 600'000'000ull});
+  ASSERT_EQ(r.code, canopy::status::timeout) << r.message;
+  bool ancestor = false;
+  for (task_id a = t.parent[static_cast<std::size_t>(victim)]; a != canopy::no_task; a = t.parent[static_cast<std::size_t>(a)])
+    ancestor = ancestor || a == r.task;
+  EXPECT_TRUE(ancestor) << "task " << r.task << " is not an ancestor of the stalled task " << victim << ": " << r.message;
+  // The next run (no stall) resets what the timeout left and is complete.
+  const canopy::run_result again = sched.run(stall_ops{canopy::no_task, 0});
+  EXPECT_TRUE(again.ok()) << again.message;
+}
+
+TEST_F(GpuTest, ADeviceGraphWithoutARootIsRefused) {
+  // 0 -> 1 -> 0: a cycle the caller vouched was a forest.
+  const device_buffer<task_id> parent(std::vector<task_id>{1, 0});
+  canopy::device_graph_options go;
+  go.cycles = canopy::cycle_check::never;
+  const device_task_graph g = device_task_graph::from_parents(parent.data(), 2, nullptr, nullptr, -1, go);
+  ASSERT_EQ(g.sink_count(), 0);
+  try {
+    canopy::gpu_scheduler sched(g, canopy::scheduler_options{});
+    FAIL() << "a graph without a root was accepted";
+  } catch (const canopy::error& e) {
+    EXPECT_EQ(e.code(), canopy::status::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("no root"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
