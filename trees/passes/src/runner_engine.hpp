@@ -17,6 +17,11 @@ struct upward_runner::engine {
   virtual ~engine() = default;
   virtual canopy::run_result run(CUstream_st* stream) = 0;
   virtual timed_run run_timed() = 0;
+  virtual void run_async(CUstream_st* stream) = 0;
+  virtual canopy::run_result last_result() const = 0;
+  virtual void set_tree(const device_octree&, device_payloads<float>&, CUstream_st*) {
+    throw std::logic_error("upward_runner: set_tree needs a runner made from a device tree");
+  }
   virtual void set_mode(canopy::mode m) = 0;
   virtual void poison() = 0;
   virtual std::vector<multipole<float>> download() const = 0;
@@ -41,6 +46,10 @@ namespace detail {
 /// `device_tree`/`payloads`: the caller's, or null for the engine's own.
 std::unique_ptr<upward_runner::engine> make_gpu_engine(const octree& tree, const device_octree* device_tree,
                                                        device_payloads<float>* payloads, const upward_options& options);
+/// The GPU engine over a tree already on the device (its graph built by kernels), or, without
+/// CUDA, a std::runtime_error.
+std::unique_ptr<upward_runner::engine> make_device_tree_engine(const device_octree& device_tree, device_payloads<float>& payloads,
+                                                               const upward_options& options, CUstream_st* stream);
 }  // namespace detail
 
 }  // namespace canopy::trees

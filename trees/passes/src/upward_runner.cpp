@@ -31,11 +31,14 @@ class cpu_engine final : public upward_runner::engine {
                                 tree.point_begin.data(), tree.point_count.data(), payloads_.data()},
             prepared_.data.data())) {}
 
-  canopy::run_result run(CUstream_st*) override { return sched_.run(ops_); }
+  canopy::run_result run(CUstream_st*) override { return last_ = sched_.run(ops_); }
+  void run_async(CUstream_st*) override { last_ = sched_.run(ops_); }  // the CPU has no stream to enqueue on
+  canopy::run_result last_result() const override { return last_; }
   timed_run run_timed() override {
     const auto start = std::chrono::steady_clock::now();
     timed_run t{sched_.run(ops_), 0};
     t.elapsed_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    last_ = t.result;
     return t;
   }
   void set_mode(canopy::mode m) override {
@@ -64,6 +67,7 @@ class cpu_engine final : public upward_runner::engine {
   std::vector<multipole<float>> payloads_;
   canopy::cpu_scheduler sched_;
   ops_type ops_;  // views of the tree, prepared_.data and payloads_: the engine is never moved
+  canopy::run_result last_;
 };
 
 }  // namespace
@@ -73,6 +77,10 @@ bool gpu_pass_built() noexcept { return false; }
 namespace detail {
 std::unique_ptr<upward_runner::engine> make_gpu_engine(const octree&, const device_octree*, device_payloads<float>*,
                                                        const upward_options&) {
+  throw std::runtime_error("gpu backend: Canopy was built without CUDA support (CANOPY_GPU=OFF)");
+}
+std::unique_ptr<upward_runner::engine> make_device_tree_engine(const device_octree&, device_payloads<float>&, const upward_options&,
+                                                               CUstream_st*) {
   throw std::runtime_error("gpu backend: Canopy was built without CUDA support (CANOPY_GPU=OFF)");
 }
 }  // namespace detail
@@ -95,6 +103,13 @@ upward_runner::upward_runner(const octree& tree, const device_octree& device_tre
   engine_ = detail::make_gpu_engine(tree, &device_tree, &payloads, options);
 }
 
+upward_runner::upward_runner(const device_octree& device_tree, device_payloads<float>& payloads, const upward_options& options,
+                             CUstream_st* stream) {
+  if (options.backend != pass_backend::gpu)
+    throw std::invalid_argument("upward_runner: a device tree given for a cpu pass");
+  engine_ = detail::make_device_tree_engine(device_tree, payloads, options, stream);
+}
+
 upward_runner::~upward_runner() = default;
 upward_runner::upward_runner(upward_runner&&) noexcept = default;
 upward_runner& upward_runner::operator=(upward_runner&&) noexcept = default;
@@ -102,6 +117,11 @@ upward_runner& upward_runner::operator=(upward_runner&&) noexcept = default;
 canopy::run_result upward_runner::run() { return engine_->run(nullptr); }
 canopy::run_result upward_runner::run(CUstream_st* stream) { return engine_->run(stream); }
 timed_run upward_runner::run_timed() { return engine_->run_timed(); }
+void upward_runner::run_async(CUstream_st* stream) { engine_->run_async(stream); }
+canopy::run_result upward_runner::last_result() const { return engine_->last_result(); }
+void upward_runner::set_tree(const device_octree& device_tree, device_payloads<float>& payloads, CUstream_st* stream) {
+  engine_->set_tree(device_tree, payloads, stream);
+}
 void upward_runner::set_mode(canopy::mode m) { engine_->set_mode(m); }
 void upward_runner::poison() { engine_->poison(); }
 std::vector<multipole<float>> upward_runner::download() const { return engine_->download(); }

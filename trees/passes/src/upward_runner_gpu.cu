@@ -11,6 +11,7 @@
 #include "canopy/cuda/event.hpp"
 #include "canopy/gpu_scheduler.cuh"
 #include "canopy/passes/device_octree.cuh"
+#include "canopy/passes/device_pass_graphs.cuh"
 #include "pass_kinds.hpp"
 #include "runner_engine.hpp"
 
@@ -33,12 +34,35 @@ struct gpu_pass_data {
       throw std::invalid_argument("upward_runner: " + std::to_string(payloads_->size()) + " payloads for " +
                                   std::to_string(tree_->node_count()) + " nodes");
   }
+  /// A tree that exists only on the device; the payloads may be longer (a simulation keeps room).
+  gpu_pass_data(const device_octree& tree, device_payloads<float>& payloads) : tree_(&tree), payloads_(&payloads) {
+    if (payloads.size() < static_cast<std::size_t>(tree.node_count()))
+      throw std::invalid_argument("upward_runner: " + std::to_string(payloads.size()) + " payloads for " +
+                                  std::to_string(tree.node_count()) + " nodes");
+  }
   // Behind pointers so that tree_ and payloads_ stay valid when this moves into the engine.
   std::unique_ptr<device_octree> own_tree;
   std::unique_ptr<device_payloads<float>> own_payloads;
   const device_octree* tree_ = nullptr;
   device_payloads<float>* payloads_ = nullptr;
 };
+
+/// A kind's graph and task data built on the device from a device tree (device_pass_graphs.cuh).
+template <class TaskData>
+struct device_prepared_pass {
+  canopy::device_task_graph graph;
+  canopy::device_buffer<TaskData> data;  ///< per task (none for node tasks)
+};
+
+device_prepared_pass<std::int32_t> prepare_on_device(detail::node_pass, const octree_ref& tree, cudaStream_t stream,
+                                                     canopy::device_graph_workspace& workspace) {
+  return {make_device_upward_graph(tree, stream, &workspace), {}};
+}
+device_prepared_pass<twig_task> prepare_on_device(detail::twig_pass, const octree_ref& tree, cudaStream_t stream,
+                                                  canopy::device_graph_workspace& workspace) {
+  device_twig_graph g = make_device_twig_graph(tree, stream, &workspace);
+  return {std::move(g.graph), std::move(g.tasks)};
+}
 
 template <class Kind, int Lanes>
 class gpu_engine final : public upward_runner::engine {
@@ -53,7 +77,28 @@ class gpu_engine final : public upward_runner::engine {
         sched_(prepared.graph, options.scheduler),
         ops_(make_ops(data_, task_data_)) {}  // device_buffer's upload has landed when it returns
 
+  /// Over a device tree: the graph and task data built on the device, no host copy.
+  gpu_engine(gpu_pass_data&& data, device_prepared_pass<typename Kind::task_data>&& prepared, const upward_options& options,
+             cudaStream_t stream)
+      : engine(pass_backend::gpu, options.tasks),
+        data_(std::move(data)),
+        task_data_(std::move(prepared.data)),
+        sched_(prepared.graph, options.scheduler, stream),
+        ops_(make_ops(data_, task_data_)),
+        device_tree_(true) {}
+
   canopy::run_result run(CUstream_st* stream) override { return sched_.run(ops_, stream); }
+  void run_async(CUstream_st* stream) override { sched_.run_async(ops_, stream); }
+  canopy::run_result last_result() const override { return sched_.last_result(); }
+  void set_tree(const device_octree& tree, device_payloads<float>& payloads, CUstream_st* stream) override {
+    if (!device_tree_) upward_runner::engine::set_tree(tree, payloads, stream);  // throws: a host tree's runner
+    gpu_pass_data data(tree, payloads);
+    auto prepared = prepare_on_device(Kind{}, tree.ref(), stream, workspace_);
+    sched_.set_graph(prepared.graph, stream);
+    task_data_ = std::move(prepared.data);  // the old buffer's cudaFree waits for runs still reading it
+    data_ = std::move(data);
+    ops_ = make_ops(data_, task_data_);
+  }
   timed_run run_timed() override {
     start_.record();
     timed_run t{sched_.run(ops_), 0};
@@ -66,7 +111,11 @@ class gpu_engine final : public upward_runner::engine {
     data_.payloads_->fill_bytes(0xff);
     CANOPY_CUDA_TRY(cudaDeviceSynchronize());
   }
-  std::vector<multipole<float>> download() const override { return data_.payloads_->download(); }
+  std::vector<multipole<float>> download() const override {
+    std::vector<multipole<float>> v = data_.payloads_->download();
+    v.resize(static_cast<std::size_t>(data_.tree_->node_count()));  // a device tree's payloads may be longer
+    return v;
+  }
   const canopy::scheduler_options& options() const override { return sched_.options(); }
   int lanes() const override { return ops_type::group_size; }
   int grid() const override { return sched_.last_grid(); }
@@ -92,6 +141,8 @@ class gpu_engine final : public upward_runner::engine {
   canopy::gpu_scheduler sched_;
   ops_type ops_;
   canopy::cuda_event start_, stop_;
+  bool device_tree_ = false;                 // made from a device tree: set_tree allowed
+  canopy::device_graph_workspace workspace_;  // the graph builds' scratch, kept between set_tree calls
 };
 
 }  // namespace
@@ -109,6 +160,20 @@ std::unique_ptr<upward_runner::engine> make_gpu_engine(const octree& tree, const
     auto prepared = Kind::prepare(tree);
     return Kind::with_lanes(lanes, [&](auto l) -> std::unique_ptr<upward_runner::engine> {
       return std::make_unique<gpu_engine<Kind, decltype(l)::value>>(std::move(data), std::move(prepared), options);
+    });
+  });
+}
+
+std::unique_ptr<upward_runner::engine> make_device_tree_engine(const device_octree& device_tree, device_payloads<float>& payloads,
+                                                               const upward_options& options, CUstream_st* stream) {
+  gpu_pass_data data(device_tree, payloads);
+  const int lanes = options.lanes != 0 ? options.lanes : upward_lanes(device_tree.point_total(), device_tree.leaf_count());
+  return with_pass_kind(options.tasks, [&](auto kind) -> std::unique_ptr<upward_runner::engine> {
+    using Kind = decltype(kind);
+    canopy::device_graph_workspace workspace;
+    auto prepared = prepare_on_device(Kind{}, device_tree.ref(), stream, workspace);
+    return Kind::with_lanes(lanes, [&](auto l) -> std::unique_ptr<upward_runner::engine> {
+      return std::make_unique<gpu_engine<Kind, decltype(l)::value>>(std::move(data), std::move(prepared), options, stream);
     });
   });
 }

@@ -86,10 +86,13 @@ inline task_graph make_upward_graph(const octree& tree) {
 /// Lanes per node that suit `tree` on the GPU: about four points per lane, so that each lane keeps
 /// four 16-byte loads in flight: mean leaf size >= 32 -> 8, >= 16 -> 4, else 2. Fewer lanes leave
 /// loads unissued; more leave lanes idle on small leaves (measured by leaf size in bench/RESULTS.md).
-inline int upward_lanes(const octree& tree) {
-  if (tree.leaves.empty()) return 2;
-  const double mean_leaf = static_cast<double>(tree.points.size()) / static_cast<double>(tree.leaves.size());
+inline int upward_lanes(std::int64_t points, std::int64_t leaves) {
+  if (leaves <= 0) return 2;
+  const double mean_leaf = static_cast<double>(points) / static_cast<double>(leaves);
   return mean_leaf >= 32 ? 8 : mean_leaf >= 16 ? 4 : 2;
+}
+inline int upward_lanes(const octree& tree) {
+  return upward_lanes(static_cast<std::int64_t>(tree.points.size()), static_cast<std::int64_t>(tree.leaves.size()));
 }
 
 /// Calls f(std::integral_constant<int, L>{}) with L = lanes (1, 2, 4 or 8), so that a caller can

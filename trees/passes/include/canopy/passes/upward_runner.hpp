@@ -101,6 +101,14 @@ class upward_runner {
   /// kernels): `device_tree` must be `tree` uploaded; both must outlive the runner.
   upward_runner(const octree& tree, const device_octree& device_tree, device_payloads<float>& payloads,
                 const upward_options& options);
+  /// The gpu backend over a tree that is already on the device (device_octree_builder's result,
+  /// or any device_octree) and the caller's payloads (at least node_count entries): the task
+  /// kind's graph is built by kernels from the device arrays (device_pass_graphs.cuh), with no
+  /// host copy of the tree. Both must outlive the runner (or the next set_tree). Lanes: options.lanes,
+  /// else chosen from the tree's points per leaf. Host waits: the graph build's (see
+  /// device_pass_graphs.cuh), and the scheduler's first allocation.
+  upward_runner(const device_octree& device_tree, device_payloads<float>& payloads, const upward_options& options,
+                CUstream_st* stream = nullptr);
   ~upward_runner();
   upward_runner(upward_runner&&) noexcept;
   upward_runner& operator=(upward_runner&&) noexcept;
@@ -109,6 +117,16 @@ class upward_runner {
   canopy::run_result run();
   canopy::run_result run(CUstream_st* stream);
   timed_run run_timed();
+  /// gpu: enqueues one pass on `stream` and returns at once (no host wait; capturable into a CUDA
+  /// graph); kernels after it on the stream see the payloads. cpu: runs it, complete on return.
+  void run_async(CUstream_st* stream = nullptr);
+  /// The result of the last pass that completed (gpu: call after synchronising its stream).
+  canopy::run_result last_result() const;
+  /// gpu, device-tree runners: the next passes run on another device tree (a simulation's next
+  /// step), in stream order on `stream`: its graph is built on the device and the scheduler keeps
+  /// its memory. The lanes stay those of the first tree. Throws std::logic_error for a runner
+  /// made from a host octree.
+  void set_tree(const device_octree& device_tree, device_payloads<float>& payloads, CUstream_st* stream = nullptr);
 
   /// The mode of the next runs; the graph, uploads and device state are kept.
   void set_mode(canopy::mode m);
