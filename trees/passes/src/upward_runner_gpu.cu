@@ -36,7 +36,7 @@ struct gpu_pass_data {
   }
   /// A tree that exists only on the device; the payloads may be longer (a simulation keeps room).
   gpu_pass_data(const device_octree& tree, device_payloads<float>& payloads) : tree_(&tree), payloads_(&payloads) {
-    if (payloads.size() < static_cast<std::size_t>(tree.node_count()))
+    if (payloads.size() < tree.node_count())
       throw std::invalid_argument("upward_runner: " + std::to_string(payloads.size()) + " payloads for " +
                                   std::to_string(tree.node_count()) + " nodes");
   }

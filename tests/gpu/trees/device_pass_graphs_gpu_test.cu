@@ -1,0 +1,102 @@
+// The octree's task graphs built on the device (canopy/passes/device_pass_graphs.cuh) must equal,
+// element for element, make_upward_graph and make_twig_graph of the same tree: parents,
+// dependency counts, sources in order, twig tasks, twig count. Trees uploaded from the host and
+// trees built by the GPU builder. Label `gpu`.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "canopy/cuda/device_buffer.hpp"
+#include "canopy/passes/device_octree.cuh"
+#include "canopy/passes/device_octree_builder.cuh"
+#include "canopy/passes/device_pass_graphs.cuh"
+#include "canopy/passes/twig_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
+#include "canopy/trees/generators.hpp"
+#include "gpu_test.hpp"
+
+namespace {
+namespace ct = canopy::trees;
+
+class device_pass_graphs : public canopy::test::gpu_test {};
+
+template <class T>
+std::vector<T> to_host(const T* d, std::int64_t n) {
+  std::vector<T> h(static_cast<std::size_t>(n));
+  if (n > 0) CANOPY_CUDA_TRY(cudaMemcpy(h.data(), d, h.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+template <class T>
+::testing::AssertionResult same(const char* what, const std::vector<T>& got, const std::vector<T>& want) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": " << got.size() << " entries, want " << want.size();
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(got[i] == want[i])) return ::testing::AssertionFailure() << what << "[" << i << "] differs";
+  return ::testing::AssertionSuccess();
+}
+
+bool operator==(const ct::twig_task& a, const ct::twig_task& b) {
+  return a.entry == b.entry && a.first_child == b.first_child && a.child_count == b.child_count && a.reserved == b.reserved;
+}
+
+void expect_graph(const canopy::device_task_graph& d, const canopy::task_graph& h) {
+  ASSERT_EQ(d.task_count(), h.task_count());
+  EXPECT_EQ(d.sink_count(), h.sink_count());
+  EXPECT_TRUE(same("parent", to_host(d.parent(), d.task_count()), h.parent()));
+  EXPECT_TRUE(same("dependency_count", to_host(d.dependency_count(), d.task_count()), h.dependency_count()));
+  EXPECT_TRUE(same("sources", to_host(d.sources(), d.source_count()), h.sources()));
+}
+
+void expect_both(const ct::octree& host, const ct::octree_ref& dev, canopy::device_graph_workspace* ws) {
+  expect_graph(ct::make_device_upward_graph(dev, nullptr, ws), ct::make_upward_graph(host));
+  const ct::twig_graph want = ct::make_twig_graph(host);
+  const ct::device_twig_graph got = ct::make_device_twig_graph(dev, nullptr, ws);
+  expect_graph(got.graph, want.graph);
+  EXPECT_EQ(got.twig_count, want.twig_count);
+  EXPECT_TRUE(same("tasks", got.tasks.download(), want.tasks));
+}
+
+TEST_F(device_pass_graphs, trees_uploaded_from_the_host) {
+  canopy::device_graph_workspace ws;
+  std::vector<ct::octree> trees;
+  trees.push_back(ct::build_complete_octree(0, 8, 1));  // the root alone: one leaf task
+  trees.push_back(ct::build_complete_octree(1, 8, 1));  // the root is a twig
+  trees.push_back(ct::build_complete_octree(4, 8, 2));
+  trees.push_back(ct::build_octree(ct::generate_plummer(100000, 3), {16, 21}));
+  trees.push_back(ct::build_octree(ct::generate_uniform(50000, 4), {1, 21}));
+  trees.push_back(ct::build_octree(std::vector<ct::point>(100, ct::point{0.5f, 0.5f, 0.5f, 1.0f}), {4, 6}));  // identical points
+  for (std::size_t i = 0; i < trees.size(); ++i) {
+    SCOPED_TRACE("tree " + std::to_string(i));
+    const ct::device_octree d(trees[i]);
+    expect_both(trees[i], d.ref(), i % 2 == 0 ? &ws : nullptr);
+  }
+}
+
+TEST_F(device_pass_graphs, trees_built_on_the_device) {
+  canopy::device_graph_workspace ws;
+  ct::device_octree_builder builder;
+  for (const std::size_t n : {std::size_t{1}, std::size_t{777}, std::size_t{1000000}}) {
+    SCOPED_TRACE("plummer " + std::to_string(n));
+    const std::vector<ct::point> points = ct::generate_plummer(n, 9);
+    const canopy::device_buffer<ct::point> d_points(points);
+    ct::built_device_octree built;
+    builder.build_into(d_points.data(), n, {32, 21}, built);
+    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+    expect_both(ct::build_octree(points, {32, 21}), built.tree.ref(), &ws);
+  }
+}
+
+TEST_F(device_pass_graphs, an_empty_tree_gives_an_empty_graph_and_null_arrays_are_refused) {
+  const ct::octree_ref empty{};
+  EXPECT_EQ(ct::make_device_upward_graph(empty).task_count(), 0);
+  EXPECT_EQ(ct::make_device_twig_graph(empty).graph.task_count(), 0);
+  ct::octree_ref bad{};
+  bad.node_count = 5;
+  bad.leaf_count = 4;
+  EXPECT_THROW((void)ct::make_device_twig_graph(bad), std::invalid_argument);
+  EXPECT_THROW((void)ct::make_device_upward_graph(bad), std::invalid_argument);
+}
+
+}  // namespace
