@@ -1,13 +1,23 @@
 // The scheduler backends behind `canopy accumulate` and `canopy validate`: the upward pass through
 // trees::upward_runner on either backend, timed with the backend's clock.
 #include "backends.hpp"
+#include "common.hpp"
 
 #include <stdexcept>
 #include <string>
 #include <utility>
 
+#include <algorithm>
+#include <chrono>
+
 #include "canopy/cuda/device.hpp"
 #include "common/stats.hpp"
+#if CANOPY_HAVE_GPU
+#include "canopy/cuda/device_buffer.hpp"
+#include "canopy/cuda/error.hpp"
+#include "canopy/passes/device_octree.cuh"
+#include "canopy/passes/device_octree_builder.cuh"
+#endif
 
 namespace canopy::tool {
 
@@ -31,7 +41,26 @@ backend_result run_backend(const ct::octree& tree, const backend_options& option
     throw std::runtime_error("gpu backend: no CUDA device is available (use --backend cpu)");
 
   const ct::upward_options o{*b, options.tasks.value_or(ct::default_pass_tasks(*b)), options.scheduler};
+  if (options.gpu_build && !gpu) throw std::invalid_argument("--build gpu needs --backend gpu");
+#if CANOPY_HAVE_GPU
+  // --build gpu: the tree the pass runs on exists only on the device (no host copy is uploaded);
+  // it must be the host's tree node for node, or the payloads could not be compared.
+  std::optional<canopy::device_buffer<ct::point>> d_points;
+  ct::device_octree_builder builder;
+  ct::built_device_octree built;
+  std::optional<ct::device_payloads<float>> d_payloads;
+  if (options.gpu_build) {
+    d_points.emplace(tree.points);
+    builder.build_into(d_points->data(), tree.points.size(), *options.gpu_build, built);
+    if (const std::string d = first_tree_difference(built.download(), tree); !d.empty())
+      throw std::runtime_error("gpu build: the tree built on the GPU differs from the host's: " + d);
+    d_payloads.emplace(built.tree.node_count());
+  }
+  ct::upward_runner pass = options.gpu_build ? ct::upward_runner(built.tree, *d_payloads, o) : ct::upward_runner(tree, o);
+#else
+  if (options.gpu_build) throw std::runtime_error("gpu build: this canopy was built without CUDA support (CANOPY_GPU=OFF)");
   ct::upward_runner pass(tree, o);
+#endif
   // GPU: one untimed run first, so that module load, first-touch of the tree and the occupancy
   // query stay out of the reported time, which is then one warm launch plus synchronisation.
   if (gpu) throw_if_failed(pass.run(), backend);
@@ -57,6 +86,48 @@ backend_result run_backend(const ct::octree& tree, const backend_options& option
   out.max_us = s.max;
   out.reps = static_cast<int>(s.count);
   return out;
+}
+
+std::string first_tree_difference(const ct::octree& a, const ct::octree& b) {
+  auto cmp = [](const char* name, const auto& x, const auto& y) -> std::string {
+    if (x.size() != y.size()) return std::string(name) + ": " + std::to_string(x.size()) + " entries against " + std::to_string(y.size());
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (!(x[i] == y[i])) return std::string(name) + "[" + std::to_string(i) + "] differs";
+    return {};
+  };
+  for (const std::string& d : {cmp("parent", a.parent, b.parent), cmp("first_child", a.first_child, b.first_child),
+                               cmp("child_count", a.child_count, b.child_count), cmp("point_begin", a.point_begin, b.point_begin),
+                               cmp("point_count", a.point_count, b.point_count), cmp("leaves", a.leaves, b.leaves),
+                               cmp("level_offset", a.level_offset, b.level_offset)})
+    if (!d.empty()) return d;
+  return {};
+}
+
+void require_adaptive_for_gpu_build(const std::string& spec, const std::string& option) {
+  if (spec.rfind("gen:lattice", 0) == 0)
+    throw usage_error(option, "a lattice spec builds the complete octree of the unit cube in closed form on the host; the "
+                              "GPU builder builds the adaptive octree of a point set: give a point file or "
+                              "gen:uniform/plummer/clusters");
+}
+
+ct::octree build_octree_on_gpu(const std::vector<ct::point>& points, const ct::build_options& options, double* gpu_ms) {
+#if CANOPY_HAVE_GPU
+  if (!gpu_available()) throw std::runtime_error("gpu build: no CUDA device is available (use --on host)");
+  const canopy::device_buffer<ct::point> d_points(points);
+  ct::device_octree_builder builder;
+  ct::built_device_octree built;
+  builder.build_into(d_points.data(), points.size(), options, built);  // warm: CUB's and the workspace's first allocations
+  const auto t0 = std::chrono::steady_clock::now();
+  builder.build_into(d_points.data(), points.size(), options, built);
+  CANOPY_CUDA_TRY(cudaDeviceSynchronize());
+  if (gpu_ms != nullptr) *gpu_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return built.download();
+#else
+  (void)points;
+  (void)options;
+  (void)gpu_ms;
+  throw std::runtime_error("gpu build: this canopy was built without CUDA support (CANOPY_GPU=OFF)");
+#endif
 }
 
 }  // namespace canopy::tool

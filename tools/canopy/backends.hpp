@@ -21,6 +21,9 @@ struct backend_options {
   int reps = 1;                        ///< timed runs after an untimed warm-up; the median is reported
   /// --tasks: node or twig (upward_runner.hpp); none = auto (trees::default_pass_tasks).
   std::optional<canopy::trees::pass_tasks> tasks;
+  /// --build gpu: the gpu backend runs on a tree built on the device from the host tree's points
+  /// with these options (device_octree_builder), checked node for node against the host tree first.
+  std::optional<canopy::trees::build_options> gpu_build;
 };
 
 struct backend_result {
@@ -41,5 +44,17 @@ void throw_if_failed(const canopy::run_result& r, const std::string& backend);
 /// Runs the upward pass of `tree` on "cpu" or "gpu" ("auto" resolves to gpu when available, else
 /// cpu). Throws std::exception subclasses whose what() is one clear line.
 backend_result run_backend(const canopy::trees::octree& tree, const backend_options& options);
+
+/// The octree of `points` built on the GPU (device_octree_builder) and downloaded; `gpu_ms` gets the
+/// build's time (host clock, points already on the device). Throws std::runtime_error without CUDA
+/// support or a device.
+canopy::trees::octree build_octree_on_gpu(const std::vector<canopy::trees::point>& points,
+                                          const canopy::trees::build_options& options, double* gpu_ms = nullptr);
+/// The first array and node where two builds differ, or "" when they are the same tree.
+std::string first_tree_difference(const canopy::trees::octree& a, const canopy::trees::octree& b);
+/// A lattice spec's tree is the complete octree of the unit cube, built in closed form on the host;
+/// the GPU builder builds the adaptive tree of the points' bounding cube, a different tree. Throws
+/// usage_error(option, ...) for a lattice spec (checked before anything is loaded).
+void require_adaptive_for_gpu_build(const std::string& spec, const std::string& option);
 
 }  // namespace canopy::tool

@@ -28,6 +28,7 @@ struct pass_options {
   std::string file;
   tree_options tree;
   backend_options backend;
+  std::string build = "host";  ///< --build: where the tree the backend runs on is built
   bool json = false;
 };
 
@@ -60,10 +61,28 @@ void add_pass_options(CLI::App& cmd, pass_options& o) {
          "the gpu backend, node on the cpu backend")
       ->check(CLI::IsMember(tasks))
       ->default_str("auto");
+  cmd.add_option("--build", o.build,
+                 "where the octree the gpu backend runs on is built: host (build_octree, uploaded) or gpu "
+                 "(device_octree_builder, task graph built on the device, no host copy; checked node for node "
+                 "against the host build first). gpu needs --backend gpu")
+      ->check(CLI::IsMember({"host", "gpu"}))
+      ->capture_default_str();
   cmd.add_flag("--json", o.json, "print the result as JSON");
 }
 
+// The backend's options with --build applied: a gpu build (gpu backend only) rebuilds the tree from
+// the loaded tree's points with the command's tree options.
+backend_options backend_for(const pass_options& o) {
+  backend_options b = o.backend;
+  if (o.build != "gpu") return b;
+  if (o.backend.backend != "gpu") throw usage_error("--build gpu", "needs --backend gpu");
+  b.gpu_build = trees::build_options{o.tree.max_leaf, o.tree.max_depth};
+  return b;
+}
+
 void warn_unused_scheduler_options(const CLI::App& cmd, const pass_options& o) {
+  if (o.build == "gpu" && o.backend.backend != "gpu") throw usage_error("--build gpu", "needs --backend gpu");
+  if (o.build == "gpu") require_adaptive_for_gpu_build(o.file, "--build gpu");
   if (o.backend.backend != "reference") return;
   for (const auto* name : scheduler_option_names)
     if (cmd.count(name) > 0) spdlog::warn("{} is ignored by --backend reference", name);
@@ -128,7 +147,7 @@ int run_accumulate(const pass_options& o, const CLI::App& cmd) {
     fmt::print("time      {:.3f} ms (upward pass only)\n", ms);
     return exit_ok;
   }
-  const auto result = run_backend(tree, o.backend);
+  const auto result = run_backend(tree, backend_for(o));
   spdlog::info("{} backend upward pass on {} ({})", result.backend, result.device, time_text(result));
   if (result.payloads.size() != static_cast<std::size_t>(tree.node_count()))
     throw std::runtime_error(fmt::format("backend '{}' returned {} payloads for {} nodes", result.backend,
@@ -209,7 +228,7 @@ int run_validate(const pass_options& o, const CLI::App& cmd) {
                   {{"backend", "reference"}, {"against", "brute_force"}, {"elapsed_us", reference_ms * 1e3}});
   }
 
-  const auto result = run_backend(tree, o.backend);
+  const auto result = run_backend(tree, backend_for(o));
   spdlog::info("{} backend upward pass on {} ({})", result.backend, result.device, time_text(result));
   stage c;
   const auto cmp = trees::compare_payloads<float>(tree, result.payloads, reference);

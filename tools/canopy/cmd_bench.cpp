@@ -328,7 +328,11 @@ command add_bench_command(CLI::App& app) {
               "  canopy bench --dist plummer -n 16M --max-leaf 32 --plot plummer\n"
               "Without a CUDA device the scheduler modes run on the cpu backend (and it says so).");
   const command atomics = add_bench_atomics_command(*cmd);  // `canopy bench atomics`: the atomics lab
-  return {cmd, [o, cmd, atomics] { return atomics.first->parsed() ? atomics.second() : run_bench(*o, *cmd); }};
+  const command build = add_bench_build_command(*cmd);      // `canopy bench build`: host and GPU octree builds
+  return {cmd, [o, cmd, atomics, build] {
+            if (atomics.first->parsed()) return atomics.second();
+            return build.first->parsed() ? build.second() : run_bench(*o, *cmd);
+          }};
 }
 
 }  // namespace canopy::tool

@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "canopy/trees/octree.hpp"
+#include "backends.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 
@@ -23,6 +25,7 @@ struct build_command_options {
   tree_options tree;
   bool check = false;
   bool json = false;
+  std::string on = "host";  ///< --on: also build on the GPU, checked against the host build
 };
 
 struct level_row {
@@ -51,8 +54,18 @@ std::vector<occupancy_bin> occupancy_histogram(const canopy::trees::octree& t) {
 }
 
 int run_build(const build_command_options& o) {
+  if (o.on == "gpu") require_adaptive_for_gpu_build(o.file, "--on gpu");
   auto loaded = load_tree(o.file, o.tree);
   const auto& t = loaded.tree;
+  double gpu_ms = -1;
+  if (o.on == "gpu") {
+    // The GPU build from the same points, downloaded: it must be the host's tree node for node.
+    stage s;
+    const auto gpu_tree = build_octree_on_gpu(t.points, {o.tree.max_leaf, o.tree.max_depth}, &gpu_ms);
+    if (const std::string d = first_tree_difference(gpu_tree, t); !d.empty())
+      throw std::runtime_error("gpu build: the tree built on the GPU differs from the host's: " + d);
+    s.done("built on the GPU, the same tree as the host's");
+  }
   if (o.check) {
     stage s;
     canopy::trees::check_invariants(t);
@@ -91,6 +104,8 @@ int run_build(const build_command_options& o) {
     j["leaves"] = leaves;
     j["load_ms"] = loaded.load_ms;
     j["build_ms"] = loaded.build_ms;
+    j["built_on"] = o.on;
+    if (gpu_ms >= 0) j["gpu_build_ms"] = gpu_ms;
     for (const auto& r : levels)
       j["levels"].push_back({{"level", r.level}, {"nodes", r.nodes}, {"leaves", r.leaves}, {"leaf_points", r.leaf_points}});
     for (const auto& b : histogram) j["leaf_occupancy"].push_back({{"min", b.min}, {"max", b.max}, {"leaves", b.leaves}});
@@ -108,6 +123,8 @@ int run_build(const build_command_options& o) {
              grouped(t.node_count() - leaves));
   fmt::print("build time  {:.1f} ms (points {} in {:.1f} ms)\n", loaded.build_ms,
              loaded.complete ? "generated in place" : "read", loaded.load_ms);
+  if (gpu_ms >= 0)
+    fmt::print("gpu build   {:.2f} ms (device_octree_builder, points already on the device, warm), node for node the host's tree\n", gpu_ms);
   fmt::print("\nlevel        nodes       leaves   points in leaves\n");
   for (const auto& r : levels)
     fmt::print("{:>5} {:>12} {:>12} {:>18}\n", r.level, grouped(r.nodes), grouped(r.leaves), grouped(r.leaf_points));
@@ -135,6 +152,11 @@ command add_build_command(CLI::App& app) {
   add_tree_options(*cmd, o->tree);
   cmd->add_flag("--check", o->check, "also verify the layout invariants (every point in one leaf, boxes, links)");
   cmd->add_flag("--json", o->json, "print the report as JSON");
+  cmd->add_option("--on", o->on,
+                  "host: build_octree only; gpu: also build it on the GPU (device_octree_builder) from the same "
+                  "points, check it node for node against the host build and report its time")
+      ->check(CLI::IsMember({"host", "gpu"}))
+      ->capture_default_str();
   cmd->footer("Examples:\n  canopy build plummer.bin --max-leaf 32\n  canopy build gen:lattice:5:8 --json");
   return {cmd, [o] { return run_build(*o); }};
 }

@@ -24,5 +24,7 @@ command add_bench_command(CLI::App& app);
 command add_modes_command(CLI::App& app);  // cmd_modes.cpp: the library's mode and push-policy tables
 /// `canopy bench atomics` (cmd_bench_atomics.cpp), registered by add_bench_command on its command.
 command add_bench_atomics_command(CLI::App& bench);
+/// `canopy bench build` (cmd_bench_build.cpp): the host and GPU octree builds side by side.
+command add_bench_build_command(CLI::App& bench);
 
 }  // namespace canopy::tool

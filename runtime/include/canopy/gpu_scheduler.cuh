@@ -534,6 +534,11 @@ inline run_result gpu_scheduler::last_result() const {
     detail::run_counters c = detail::run_counters::initial(0);
     cuda_check(cudaMemcpy(&c, counters_.data(), sizeof c, cudaMemcpyDeviceToHost), "read counters");
     r.task = g.find_stuck_task(pending);
+    if (r.task == no_task) {  // e.g. continuation: the late task's chain finished after the deadline had stopped the run
+      r.message = "deadline of " + std::to_string(options_.deadline.count()) +
+                  " ms passed while a task was still running; every task had finished when the run stopped";
+      return r;
+    }
     r.message = "deadline of " + std::to_string(options_.deadline.count()) + " ms passed; task " + std::to_string(r.task) +
                 " never became ready (" + std::to_string(c.sinks_left) + " of " + std::to_string(sink_count_) +
                 " sinks unfinished, " +

@@ -170,6 +170,29 @@ TEST_F(CanopyTool, TasksAutoIsNodeTasksOnTheCpuAndUnknownTasksAreRefused) {
   EXPECT_NE(bad.err.find("--tasks"), std::string::npos) << bad.err;
 }
 
+// The GPU build's options: bad values and combinations are one line and exit 2 on any machine;
+// without a device (CI), asking for a GPU build fails with one line instead of crashing.
+TEST_F(CanopyTool, GpuBuildOptionsAreChecked) {
+  expect_usage_error({"build", "gen:lattice:2:8", "--on", "cuda"}, "--on", /*only_line=*/false);  // + CLI11's help hint
+  expect_bad_input({"validate", "gen:lattice:2:8", "--backend", "cpu", "--build", "gpu"}, "needs --backend gpu");
+  expect_bad_input({"accumulate", "gen:lattice:2:8", "--backend", "reference", "--build", "gpu"}, "needs --backend gpu");
+  expect_usage_error({"validate", "gen:lattice:2:8", "--build", "device"}, "--build", /*only_line=*/false);
+  expect_bad_input({"validate", "gen:lattice:2:8", "--backend", "gpu", "--build", "gpu"}, "lattice");
+  expect_bad_input({"build", "gen:lattice:2:8", "--on", "gpu"}, "lattice");
+  expect_bad_input({"bench", "build", "--plummer", "0"}, "--plummer");
+  expect_bad_input({"bench", "build", "--plummer", "16X"}, "--plummer");
+  expect_bad_input({"bench", "build", "--depths", "9"}, "--depths");
+  expect_bad_input({"bench", "--depths", "3", "build"}, "not of canopy bench build");
+  // With a device the GPU build must equal the host's (exit 0, said in the output); without one
+  // (CI) the same commands must fail with one line naming the GPU build, not crash.
+  const auto r = run({"build", "gen:plummer:3000:5", "--on", "gpu"});
+  if (r.exit_code == 0) EXPECT_NE(r.out.find("node for node the host's tree"), std::string::npos) << r.out;
+  else EXPECT_NE(r.err.find("gpu build"), std::string::npos) << r.err;
+  const auto b = run({"bench", "build", "--depths", "2", "--plummer", "1000", "--reps", "2", "--host-reps", "1"});
+  if (b.exit_code == 0) EXPECT_NE(b.out.find("pipeline, e2e"), std::string::npos) << b.out;
+  else EXPECT_NE(b.err.find("bench build"), std::string::npos) << b.err;
+}
+
 TEST_F(CanopyTool, DotWritesTheTaskGraph) {
   const auto out = path("tree.dot");
   const auto r = run({"dot", "gen:uniform:500", "--max-leaf", "16", "-o", out});

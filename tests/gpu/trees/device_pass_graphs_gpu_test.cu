@@ -29,16 +29,16 @@ std::vector<T> to_host(const T* d, std::int64_t n) {
   return h;
 }
 
+bool operator==(const ct::twig_task& a, const ct::twig_task& b) {
+  return a.entry == b.entry && a.first_child == b.first_child && a.child_count == b.child_count && a.reserved == b.reserved;
+}
+
 template <class T>
 ::testing::AssertionResult same(const char* what, const std::vector<T>& got, const std::vector<T>& want) {
   if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": " << got.size() << " entries, want " << want.size();
   for (std::size_t i = 0; i < got.size(); ++i)
     if (!(got[i] == want[i])) return ::testing::AssertionFailure() << what << "[" << i << "] differs";
   return ::testing::AssertionSuccess();
-}
-
-bool operator==(const ct::twig_task& a, const ct::twig_task& b) {
-  return a.entry == b.entry && a.first_child == b.first_child && a.child_count == b.child_count && a.reserved == b.reserved;
 }
 
 void expect_graph(const canopy::device_task_graph& d, const canopy::task_graph& h) {

@@ -306,6 +306,13 @@ struct device_octree_builder::state {
   std::size_t cub_queried_bytes[2] = {0, 0};
   cuda_event done;                          // the end of the last build's work on the workspace
   bool done_recorded = false;
+  // Phase timing (set_phase_timing): events between the phases of the last build, when asked for.
+  bool time_phases = false;
+  bool phases_recorded = false;
+  cuda_event phase[7];
+  void mark(int i, cudaStream_t stream) {
+    if (time_phases) phase[i].record(stream);
+  }
 
   std::size_t bytes() const noexcept {
     return codes[0].bytes() + codes[1].bytes() + index_spare.bytes() + ends.bytes() + counts.bytes() +
@@ -319,6 +326,18 @@ device_octree_builder::device_octree_builder(device_octree_builder&&) noexcept =
 device_octree_builder& device_octree_builder::operator=(device_octree_builder&&) noexcept = default;
 
 std::size_t device_octree_builder::workspace_bytes() const noexcept { return state_ ? state_->bytes() : 0; }
+
+void device_octree_builder::set_phase_timing(bool on) {
+  if (!state_) state_ = std::make_unique<state>();
+  state_->time_phases = on;
+}
+
+std::optional<build_phase_times> device_octree_builder::last_phase_times() const {
+  if (!state_ || !state_->phases_recorded) return std::nullopt;
+  const cuda_event* e = state_->phase;
+  return build_phase_times{elapsed_ms(e[0], e[1]), elapsed_ms(e[1], e[2]), elapsed_ms(e[2], e[3]), elapsed_ms(e[3], e[4]),
+                           elapsed_ms(e[4], e[5]), elapsed_ms(e[5], e[6])};
+}
 
 namespace {
 
@@ -440,25 +459,31 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
   build_header* header = s.header.data();
   const thrust::transform_iterator<extent_at<Reader>, thrust::counting_iterator<std::int32_t>> extents(
       thrust::counting_iterator<std::int32_t>(0), extent_at<Reader>{read});
+  s.phases_recorded = false;
+  s.mark(0, stream);
   CANOPY_CUDA_TRY(cub::DeviceReduce::Reduce(temp, temp_bytes, extents, &header->extent, n, merge_op{}, empty_extent(),
                                             stream));
   start_tree<<<1, 1, 0, stream>>>(header, r.nodes(), n);
   CANOPY_CUDA_TRY(cudaGetLastError());
+  s.mark(1, stream);
   const auto point_blocks = static_cast<unsigned>(blocks_for(n));
   compute_codes<<<point_blocks, block_threads, 0, stream>>>(read, n, header, s.codes[0].data(), r.permutation.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
+  s.mark(2, stream);
 
   // Stable sort of (code, input index) over the 63 code bits. The sort ping-pongs between the two
   // buffers of each pair; whichever index buffer ends up sorted becomes the result's permutation.
   cub::DoubleBuffer<std::uint64_t> keys(s.codes[0].data(), s.codes[1].data());
   cub::DoubleBuffer<std::int32_t> values(r.permutation.data(), s.index_spare.data());
   CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, values, n, 0, 3 * morton_bits_per_axis, stream));
+  s.mark(3, stream);
   if (values.Current() != r.permutation.data()) std::swap(r.permutation, s.index_spare);
   const std::uint64_t* codes = keys.Current();
   gather_points<<<point_blocks, block_threads, 0, stream>>>(read, n, r.permutation.data(), r.tree.points.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
   std::int32_t* leaf_slot = s.index_spare.data();
   CANOPY_CUDA_TRY(cudaMemsetAsync(leaf_slot, 0xff, un * sizeof(std::int32_t), stream));
+  s.mark(4, stream);
 
   // Levels, top-down. The host learns each level's width once per level (one synchronisation),
   // which sizes the next level's launches.
@@ -524,9 +549,12 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
   }
 
   // Leaves in Morton order: the leaf slots in point order, the empty ones dropped.
+  s.mark(5, stream);
   ensure(r.tree.leaves, static_cast<std::size_t>(leaves), stream);
   CANOPY_CUDA_TRY(cub::DeviceSelect::If(temp, temp_bytes, leaf_slot, r.tree.leaves.data(), s.selected.data(), n,
                                         is_leaf_slot{}, stream));
+  s.mark(6, stream);
+  s.phases_recorded = s.time_phases;
   s.done.record(stream);
   s.done_recorded = true;
   r.hand_over(out, std::move(level_offset), static_cast<std::int32_t>(leaves), n);

@@ -50,6 +50,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace canopy::trees {
@@ -78,6 +79,14 @@ struct built_device_octree {
   std::vector<std::int32_t> download_permutation(cudaStream_t stream = nullptr) const;
   // Device bytes held (capacity, not size).
   std::size_t bytes() const noexcept;
+};
+
+// Where a build's time went (set_phase_timing), in ms of CUDA events between the phases, on the
+// build's stream: box (bounding box, rejected points, root cube), keys (Morton codes), sort (the
+// radix sort), gather (points into Morton order), levels (the tree, one host round trip per
+// level included), leaves (their selection in Morton order).
+struct build_phase_times {
+  double box, keys, sort, gather, levels, leaves;
 };
 
 class device_octree_builder {
@@ -116,6 +125,12 @@ class device_octree_builder {
   // Device bytes the workspace holds now (code and index buffers, level buffers, CUB temporary
   // storage); the result's buffers are counted by built_device_octree::bytes().
   std::size_t workspace_bytes() const noexcept;
+
+  // Records events between the phases of the next builds (off by default: seven event records per
+  // build); last_phase_times() waits for the last build and returns them, nullopt if it was not timed
+  // (or was empty).
+  void set_phase_timing(bool on);
+  std::optional<build_phase_times> last_phase_times() const;
 
   struct state;  // the workspace, a pinned status word and an event (src/device_octree_builder.cu)
 

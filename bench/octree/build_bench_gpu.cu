@@ -1,0 +1,138 @@
+// `canopy bench build` on the GPU (build_bench.hpp).
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "build_bench.hpp"
+#include "canopy/cuda/device.hpp"
+#include "canopy/cuda/device_buffer.hpp"
+#include "canopy/cuda/error.hpp"
+#include "canopy/cuda/event.hpp"
+#include "canopy/passes/device_octree_builder.cuh"
+#include "canopy/passes/device_pass_graphs.cuh"
+#include "common/gpu_timing.cuh"
+
+namespace canopy::bench {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+double ms_since(clock_type::time_point t0) { return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count(); }
+
+// The structure and point ranges of two builds of the same points; the first difference, or "".
+std::string first_difference(const trees::octree& gpu, const trees::octree& host) {
+  auto cmp = [](const char* name, const auto& a, const auto& b) -> std::string {
+    if (a.size() != b.size()) return std::string(name) + ": " + std::to_string(a.size()) + " entries, host " + std::to_string(b.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!(a[i] == b[i])) return std::string(name) + "[" + std::to_string(i) + "] differs";
+    return {};
+  };
+  for (const std::string& d : {cmp("parent", gpu.parent, host.parent), cmp("first_child", gpu.first_child, host.first_child),
+                               cmp("child_count", gpu.child_count, host.child_count),
+                               cmp("point_begin", gpu.point_begin, host.point_begin),
+                               cmp("point_count", gpu.point_count, host.point_count), cmp("leaves", gpu.leaves, host.leaves),
+                               cmp("level_offset", gpu.level_offset, host.level_offset)})
+    if (!d.empty()) return d;
+  return {};
+}
+
+}  // namespace
+
+build_report run_build_bench(const std::vector<build_case>& cases, const build_bench_options& o) {
+  if (!gpu_available()) throw std::runtime_error("bench build: no usable CUDA device");
+  build_report report;
+  report.device = gpu_name();
+  report.copy_gb_per_s = measure_copy_bandwidth();
+  cudaStream_t stream = nullptr;
+  CANOPY_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cuda_event a, b;
+  for (const build_case& c : cases) {
+    build_result r;
+    r.label = c.label;
+    r.points = c.points.size();
+    // The host build: its tree is the check, its time the comparison.
+    std::vector<double> host_ms;
+    trees::octree host;
+    for (int i = 0; i < o.host_reps; ++i) {
+      const auto t0 = clock_type::now();
+      host = trees::build_octree(c.points, c.options);
+      host_ms.push_back(ms_since(t0));
+    }
+    r.host_ms = summarize(host_ms);
+    r.nodes = host.node_count();
+    r.leaves = static_cast<std::int32_t>(host.leaves.size());
+    r.depth = host.depth;
+
+    const device_buffer<trees::point> d_points(c.points);
+    trees::device_octree_builder builder;
+    trees::built_device_octree built;
+    device_graph_workspace ws;
+    builder.build_into(d_points.data(), c.points.size(), c.options, built, stream);
+    if (const std::string d = first_difference(built.download(stream), host); !d.empty())
+      throw std::runtime_error("bench build: " + c.label + ": the GPU tree differs from the host's: " + d);
+    r.checked = true;
+
+    std::vector<double> build_stream, build_e2e, node_graph, twig_graph, pipeline;
+    std::vector<double> ph[6];
+    builder.set_phase_timing(true);
+    for (int i = 0; i < o.warmup + o.reps; ++i) {
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+      const auto t0 = clock_type::now();
+      a.record(stream);
+      builder.build_into(d_points.data(), c.points.size(), c.options, built, stream);
+      b.record(stream);
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+      const double e2e = ms_since(t0);
+      const double stream_ms = elapsed_ms(a, b);
+      a.record(stream);
+      const device_task_graph g = trees::make_device_upward_graph(built.tree.ref(), stream, &ws);  // waits for its counts
+      b.record(stream);
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+      const double pipe = ms_since(t0);
+      const double node_ms = elapsed_ms(a, b);
+      a.record(stream);
+      const trees::device_twig_graph tg = trees::make_device_twig_graph(built.tree.ref(), stream, &ws);
+      b.record(stream);
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+      if (g.task_count() != host.node_count() || tg.graph.task_count() <= 0)
+        throw std::runtime_error("bench build: " + c.label + ": a device task graph has the wrong size");
+      if (i < o.warmup) continue;
+      if (const auto p = builder.last_phase_times()) {
+        const double v[6] = {p->box, p->keys, p->sort, p->gather, p->levels, p->leaves};
+        for (int k = 0; k < 6; ++k) ph[k].push_back(v[k]);
+      }
+      build_e2e.push_back(e2e);
+      build_stream.push_back(stream_ms);
+      node_graph.push_back(node_ms);
+      twig_graph.push_back(elapsed_ms(a, b));
+      pipeline.push_back(pipe);
+    }
+    // After the timed builds: the last one must still be the host's tree.
+    if (const std::string d = first_difference(built.download(stream), host); !d.empty())
+      throw std::runtime_error("bench build: " + c.label + ": a timed GPU build differs from the host's: " + d);
+    r.gpu_build_stream = summarize(build_stream);
+    r.gpu_build_e2e = summarize(build_e2e);
+    r.node_graph_stream = summarize(node_graph);
+    r.twig_graph_stream = summarize(twig_graph);
+    r.pipeline_e2e = summarize(pipeline);
+    if (!ph[0].empty()) {
+      r.box = summarize(ph[0]);
+      r.keys = summarize(ph[1]);
+      r.sort = summarize(ph[2]);
+      r.gather = summarize(ph[3]);
+      r.levels = summarize(ph[4]);
+      r.leaf_select = summarize(ph[5]);
+    }
+    const double bytes = static_cast<double>(c.points.size()) * (2.0 * sizeof(trees::point) + sizeof(std::int32_t));
+    r.floor_ms = bytes / (report.copy_gb_per_s * 1e9) * 1e3;
+    r.workspace_bytes = builder.workspace_bytes();
+    report.results.push_back(std::move(r));
+  }
+  CANOPY_CUDA_TRY(cudaStreamDestroy(stream));
+  return report;
+}
+
+}  // namespace canopy::bench
