@@ -22,23 +22,6 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 double ms_since(clock_type::time_point t0) { return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count(); }
 
-// The structure and point ranges of two builds of the same points; the first difference, or "".
-std::string first_difference(const trees::octree& gpu, const trees::octree& host) {
-  auto cmp = [](const char* name, const auto& a, const auto& b) -> std::string {
-    if (a.size() != b.size()) return std::string(name) + ": " + std::to_string(a.size()) + " entries, host " + std::to_string(b.size());
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (!(a[i] == b[i])) return std::string(name) + "[" + std::to_string(i) + "] differs";
-    return {};
-  };
-  for (const std::string& d : {cmp("parent", gpu.parent, host.parent), cmp("first_child", gpu.first_child, host.first_child),
-                               cmp("child_count", gpu.child_count, host.child_count),
-                               cmp("point_begin", gpu.point_begin, host.point_begin),
-                               cmp("point_count", gpu.point_count, host.point_count), cmp("leaves", gpu.leaves, host.leaves),
-                               cmp("level_offset", gpu.level_offset, host.level_offset)})
-    if (!d.empty()) return d;
-  return {};
-}
-
 }  // namespace
 
 build_report run_build_bench(const std::vector<build_case>& cases, const build_bench_options& o) {
@@ -71,7 +54,7 @@ build_report run_build_bench(const std::vector<build_case>& cases, const build_b
     trees::built_device_octree built;
     device_graph_workspace ws;
     builder.build_into(d_points.data(), c.points.size(), c.options, built, stream);
-    if (const std::string d = first_difference(built.download(stream), host); !d.empty())
+    if (const std::string d = trees::structure_difference(built.download(stream), host); !d.empty())
       throw std::runtime_error("bench build: " + c.label + ": the GPU tree differs from the host's: " + d);
     r.checked = true;
 
@@ -111,7 +94,7 @@ build_report run_build_bench(const std::vector<build_case>& cases, const build_b
       pipeline.push_back(pipe);
     }
     // After the timed builds: the last one must still be the host's tree.
-    if (const std::string d = first_difference(built.download(stream), host); !d.empty())
+    if (const std::string d = trees::structure_difference(built.download(stream), host); !d.empty())
       throw std::runtime_error("bench build: " + c.label + ": a timed GPU build differs from the host's: " + d);
     r.gpu_build_stream = summarize(build_stream);
     r.gpu_build_e2e = summarize(build_e2e);

@@ -52,7 +52,7 @@ backend_result run_backend(const ct::octree& tree, const backend_options& option
   if (options.gpu_build) {
     d_points.emplace(tree.points);
     builder.build_into(d_points->data(), tree.points.size(), *options.gpu_build, built);
-    if (const std::string d = first_tree_difference(built.download(), tree); !d.empty())
+    if (const std::string d = ct::structure_difference(built.download(), tree); !d.empty())
       throw std::runtime_error("gpu build: the tree built on the GPU differs from the host's: " + d);
     d_payloads.emplace(built.tree.node_count());
   }
@@ -86,21 +86,6 @@ backend_result run_backend(const ct::octree& tree, const backend_options& option
   out.max_us = s.max;
   out.reps = static_cast<int>(s.count);
   return out;
-}
-
-std::string first_tree_difference(const ct::octree& a, const ct::octree& b) {
-  auto cmp = [](const char* name, const auto& x, const auto& y) -> std::string {
-    if (x.size() != y.size()) return std::string(name) + ": " + std::to_string(x.size()) + " entries against " + std::to_string(y.size());
-    for (std::size_t i = 0; i < x.size(); ++i)
-      if (!(x[i] == y[i])) return std::string(name) + "[" + std::to_string(i) + "] differs";
-    return {};
-  };
-  for (const std::string& d : {cmp("parent", a.parent, b.parent), cmp("first_child", a.first_child, b.first_child),
-                               cmp("child_count", a.child_count, b.child_count), cmp("point_begin", a.point_begin, b.point_begin),
-                               cmp("point_count", a.point_count, b.point_count), cmp("leaves", a.leaves, b.leaves),
-                               cmp("level_offset", a.level_offset, b.level_offset)})
-    if (!d.empty()) return d;
-  return {};
 }
 
 void require_adaptive_for_gpu_build(const std::string& spec, const std::string& option) {

@@ -50,8 +50,6 @@ backend_result run_backend(const canopy::trees::octree& tree, const backend_opti
 /// support or a device.
 canopy::trees::octree build_octree_on_gpu(const std::vector<canopy::trees::point>& points,
                                           const canopy::trees::build_options& options, double* gpu_ms = nullptr);
-/// The first array and node where two builds differ, or "" when they are the same tree.
-std::string first_tree_difference(const canopy::trees::octree& a, const canopy::trees::octree& b);
 /// A lattice spec's tree is the complete octree of the unit cube, built in closed form on the host;
 /// the GPU builder builds the adaptive tree of the points' bounding cube, a different tree. Throws
 /// usage_error(option, ...) for a lattice spec (checked before anything is loaded).

@@ -62,7 +62,7 @@ int run_build(const build_command_options& o) {
     // The GPU build from the same points, downloaded: it must be the host's tree node for node.
     stage s;
     const auto gpu_tree = build_octree_on_gpu(t.points, {o.tree.max_leaf, o.tree.max_depth}, &gpu_ms);
-    if (const std::string d = first_tree_difference(gpu_tree, t); !d.empty())
+    if (const std::string d = canopy::trees::structure_difference(gpu_tree, t); !d.empty())
       throw std::runtime_error("gpu build: the tree built on the GPU differs from the host's: " + d);
     s.done("built on the GPU, the same tree as the host's");
   }

@@ -468,4 +468,19 @@ void check_invariants(const octree& t) {
   if (static_cast<std::size_t>(next_point) != n_points) fail(-1, "leaves do not cover every point");
 }
 
+std::string structure_difference(const octree& a, const octree& b) {
+  const auto compare = [](const char* name, const std::vector<std::int32_t>& x, const std::vector<std::int32_t>& y) -> std::string {
+    if (x.size() != y.size()) return std::string(name) + ": " + std::to_string(x.size()) + " entries against " + std::to_string(y.size());
+    const auto d = std::mismatch(x.begin(), x.end(), y.begin());
+    return d.first == x.end() ? std::string() : std::string(name) + "[" + std::to_string(d.first - x.begin()) + "] differs";
+  };
+  for (const std::string& d : {compare("parent", a.parent, b.parent), compare("first_child", a.first_child, b.first_child),
+                               compare("child_count", a.child_count, b.child_count),
+                               compare("point_begin", a.point_begin, b.point_begin),
+                               compare("point_count", a.point_count, b.point_count), compare("leaves", a.leaves, b.leaves),
+                               compare("level_offset", a.level_offset, b.level_offset)})
+    if (!d.empty()) return d;
+  return {};
+}
+
 }  // namespace canopy::trees

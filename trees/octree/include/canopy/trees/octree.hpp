@@ -78,4 +78,10 @@ octree build_complete_octree(int depth, int per_leaf, std::uint64_t seed);
 // 64 ulps of the coordinates' magnitude: the rounding of double cell bounds).
 void check_invariants(const octree& tree);
 
+// Where two builds of the same points differ in structure or point ranges: "" when they are the
+// same tree, else the first differing array and index ("point_begin[10] differs"). Compares
+// parent, first_child, child_count, point_begin, point_count, leaves and level_offset (how the GPU
+// builder is checked against build_octree by the tool and the benchmark).
+std::string structure_difference(const octree& a, const octree& b);
+
 }  // namespace canopy::trees
