@@ -6,8 +6,10 @@
 //   canopy::device_task_graph g = canopy::trees::make_device_upward_graph(built.tree.ref(), stream, &ws);
 //   canopy::trees::device_twig_graph tg = canopy::trees::make_device_twig_graph(built.tree.ref(), stream, &ws);
 //
-// Host waits per build: make_device_upward_graph, one (device_task_graph's read of its counts);
-// make_device_twig_graph, two (the task and source counts, then device_task_graph's).
+// Host waits per build: make_device_upward_graph, two (device_task_graph reads its counts, then
+// waits for the finished graph); make_device_twig_graph, four (two small copies of its counts to
+// pageable memory, each blocking, then device_task_graph's two). Branch wip-devtwig reads the
+// counts in one copy and adds a rebuild-into overload (not yet run on a GPU).
 // nvcc only (device_task_graph.cuh is); the kernels live in src/device_pass_graphs.cu, built only
 // with CANOPY_GPU into canopy::passes.
 #pragma once
