@@ -122,6 +122,18 @@ TEST_F(CanopyBench, adaptive_tree_from_a_generator) {
   EXPECT_EQ(j["results"][0]["status"], "ok");
 }
 
+// `canopy bench build`: bad values are one line and exit 2 anywhere; with a device it times and
+// checks every tree (exit 0), without one (CI) it fails with one line naming itself.
+TEST_F(CanopyBench, build_benchmark_options_and_no_device) {
+  expect_bad_input({"build", "--plummer", "0"}, "--plummer");
+  expect_bad_input({"build", "--plummer", "16X"}, "--plummer");
+  expect_bad_input({"build", "--depths", "9"}, "--depths");
+  expect_bad_input({"--depths", "3", "build"}, "not of canopy bench build");
+  const auto b = run({"bench", "build", "--depths", "2", "--plummer", "1000", "--reps", "2", "--host-reps", "1"});
+  if (b.exit_code == 0) EXPECT_NE(b.out.find("pipeline, e2e"), std::string::npos) << b.out;
+  else EXPECT_NE(b.err.find("bench build"), std::string::npos) << b.err;
+}
+
 TEST_F(CanopyBench, bad_input_is_one_line_and_exit_2) {
   expect_bad_input({"--depths", "8-1"}, "--depths");
   expect_bad_input({"--depths", "x"}, "--depths");

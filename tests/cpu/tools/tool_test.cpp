@@ -179,19 +179,12 @@ TEST_F(CanopyTool, GpuBuildOptionsAreChecked) {
   expect_usage_error({"validate", "gen:lattice:2:8", "--build", "device"}, "--build", /*only_line=*/false);
   expect_bad_input({"validate", "gen:lattice:2:8", "--backend", "gpu", "--build", "gpu"}, "lattice");
   expect_bad_input({"build", "gen:lattice:2:8", "--on", "gpu"}, "lattice");
-  expect_bad_input({"bench", "build", "--plummer", "0"}, "--plummer");
-  expect_bad_input({"bench", "build", "--plummer", "16X"}, "--plummer");
-  expect_bad_input({"bench", "build", "--depths", "9"}, "--depths");
-  expect_bad_input({"bench", "--depths", "3", "build"}, "not of canopy bench build");
   // With a device the GPU build must equal the host's (exit 0, said in the output); without one
   // (CI) the same commands must fail with one line naming the GPU build, not crash.
   const auto r = run({"build", "gen:plummer:3000:5", "--on", "gpu"});
   if (r.exit_code == 0) EXPECT_NE(r.out.find("node for node the host's tree"), std::string::npos) << r.out;
   else EXPECT_NE(r.err.find("gpu build"), std::string::npos) << r.err;
-  const auto b = run({"bench", "build", "--depths", "2", "--plummer", "1000", "--reps", "2", "--host-reps", "1"});
-  if (b.exit_code == 0) EXPECT_NE(b.out.find("pipeline, e2e"), std::string::npos) << b.out;
-  else EXPECT_NE(b.err.find("bench build"), std::string::npos) << b.err;
-}
+}  // `canopy bench build`: tests/cpu/bench/bench_tool_test.cpp (presets without the benchmarks lack it)
 
 TEST_F(CanopyTool, DotWritesTheTaskGraph) {
   const auto out = path("tree.dot");
