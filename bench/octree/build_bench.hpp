@@ -42,7 +42,7 @@ struct build_result {
   summary twig_graph_stream; ///< make_device_twig_graph on the built tree
   summary pipeline_e2e;      ///< unsorted device points -> tree -> node task graph ready to run
   /// The GPU build's phases (device_octree_builder::last_phase_times), stream time of each.
-  summary box, keys, sort, gather, levels, leaf_select;
+  summary box, keys, sort, gather, spans, nodes_emit;
   double floor_ms = 0;       ///< the build's fewest bytes (points read, sorted points and permutation written) at copy bandwidth
   std::size_t workspace_bytes = 0;  ///< the builder's workspace after the case
   bool checked = false;      ///< the GPU tree equalled the host's before timing

@@ -84,7 +84,7 @@ build_report run_build_bench(const std::vector<build_case>& cases, const build_b
         throw std::runtime_error("bench build: " + c.label + ": a device task graph has the wrong size");
       if (i < o.warmup) continue;
       if (const auto p = builder.last_phase_times()) {
-        const double v[6] = {p->box, p->keys, p->sort, p->gather, p->levels, p->leaves};
+        const double v[6] = {p->box, p->keys, p->sort, p->gather, p->spans, p->nodes};
         for (int k = 0; k < 6; ++k) ph[k].push_back(v[k]);
       }
       build_e2e.push_back(e2e);
@@ -106,8 +106,8 @@ build_report run_build_bench(const std::vector<build_case>& cases, const build_b
       r.keys = summarize(ph[1]);
       r.sort = summarize(ph[2]);
       r.gather = summarize(ph[3]);
-      r.levels = summarize(ph[4]);
-      r.leaf_select = summarize(ph[5]);
+      r.spans = summarize(ph[4]);
+      r.nodes_emit = summarize(ph[5]);
     }
     const double bytes = static_cast<double>(c.points.size()) * (2.0 * sizeof(trees::point) + sizeof(std::int32_t));
     r.floor_ms = bytes / (report.copy_gb_per_s * 1e9) * 1e3;

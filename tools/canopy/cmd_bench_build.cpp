@@ -105,8 +105,8 @@ int run_build_bench_command(const build_bench_cli& o) {
                r.floor_ms, 100.0 * r.floor_ms / r.gpu_build_stream.median);
     fmt::print("  GPU build, e2e             {}   ({:.1f}x the host build)\n", fmt_summary(r.gpu_build_e2e),
                r.host_ms.median / r.gpu_build_e2e.median);
-    fmt::print("    phases: box {:.3f}, keys {:.3f}, sort {:.3f}, gather {:.3f}, levels {:.3f}, leaves {:.3f} (medians)\n",
-               r.box.median, r.keys.median, r.sort.median, r.gather.median, r.levels.median, r.leaf_select.median);
+    fmt::print("    phases: box {:.3f}, keys {:.3f}, sort {:.3f}, gather {:.3f}, spans {:.3f}, nodes {:.3f} (medians)\n",
+               r.box.median, r.keys.median, r.sort.median, r.gather.median, r.spans.median, r.nodes_emit.median);
     fmt::print("  node task graph, stream    {}\n", fmt_summary(r.node_graph_stream));
     fmt::print("  twig task graph, stream    {}\n", fmt_summary(r.twig_graph_stream));
     fmt::print("  pipeline, e2e              {}\n\n", fmt_summary(r.pipeline_e2e));
@@ -133,8 +133,8 @@ int run_build_bench_command(const build_bench_cli& o) {
                                 {"keys", to_json(r.keys)},
                                 {"sort", to_json(r.sort)},
                                 {"gather", to_json(r.gather)},
-                                {"levels", to_json(r.levels)},
-                                {"leaves", to_json(r.leaf_select)}}}});
+                                {"spans", to_json(r.spans)},
+                                {"nodes", to_json(r.nodes_emit)}}}});
     write_file_atomically(o.json, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
   }
   return exit_ok;

@@ -3,10 +3,12 @@
 //  * the step functions against the host builder's original formulas (std::ldexp, std::max,
 //    std::abs, std::isfinite), bit for bit;
 //  * an emulation of src/device_octree_builder.cu's pipeline (extents merged in scrambled order
-//    as a parallel reduce would, codes, a stable sort, per level one octant_end per (node, octant)
-//    lane over the node's whole range, children numbered by an exclusive sum and placed by
-//    child_rank, leaves through per-point slots) compared node for node with build_octree over
-//    many inputs: every array, the permutation, and the rejected-point error.
+//    as a parallel reduce would, codes, a stable sort, then the flat build: window levels, their
+//    segment-wise prefix and suffix maxima (checked against the brute-force sliding maximum),
+//    spans, leaf starts, the level histogram, (level, leaf start) pairs sorted stably by level
+//    and their inverse, every node's links from flat_node in scrambled order, parents written by
+//    them) compared node for node with
+//    build_octree over many inputs: every array, the permutation, and the rejected-point error.
 #include <canopy/trees/errors.hpp>
 #include <canopy/trees/generators.hpp>
 #include <canopy/trees/morton.hpp>
@@ -208,77 +210,78 @@ emulated_build emulate_device_build(const std::vector<point>& input, const build
     sorted[i] = codes[out.permutation[i]];
     t.points[i] = input[out.permutation[i]];
   }
-  auto add_node = [&](std::int32_t parent, std::int32_t begin, std::int32_t count, int level, const box& cell) {
-    t.parent.push_back(parent);
-    t.first_child.push_back(-1);
-    t.child_count.push_back(0);
-    t.point_begin.push_back(begin);
-    t.point_count.push_back(count);
-    t.level.push_back(static_cast<std::uint8_t>(level));
-    t.bounds.push_back(cell);
-  };
-  add_node(-1, 0, n, 0, cube);
-  std::vector<std::int32_t> leaf_slot(input.size(), -1);
-  t.level_offset = {0, 1};
-  std::int32_t begin = 0, next = 1;
-  int level = 0;
-  for (;; ++level) {
-    const std::int32_t width = next - begin;
-    // split_level: lane (k, o) finds ends[k][o]; lane 0 counts the occupied octants.
-    std::vector<std::int32_t> ends(static_cast<std::size_t>(8) * width, -7);
-    std::vector<std::uint64_t> counts(static_cast<std::size_t>(width) + 1, 0);
-    for (std::int32_t k = 0; k < width; ++k) {
-      const std::int32_t node = begin + k, pb = t.point_begin[node], pc = t.point_count[node];
-      if (!node_splits(pc, level, options.max_leaf, options.max_depth)) {
-        leaf_slot[pb] = node;
-        continue;
-      }
-      for (unsigned o = 0; o < 8; ++o) ends[8 * k + o] = o == 7 ? pb + pc : octant_end(sorted.data(), pb, pb + pc, level, o);
-      counts[k] = std::uint64_t{1} << 32 | static_cast<std::uint64_t>(child_total(occupied_octants(pb, &ends[8 * k])));
-    }
-    // DeviceScan::ExclusiveSum.
-    std::vector<std::uint64_t> offsets(counts.size());
-    std::exclusive_scan(counts.begin(), counts.end(), offsets.begin(), std::uint64_t{0});
-    const auto children = static_cast<std::int32_t>(offsets[width] & 0xffffffffu);
-    // emit_children: lane (k, o).
-    t.parent.resize(static_cast<std::size_t>(next) + children);
-    t.first_child.resize(t.parent.size());
-    t.child_count.resize(t.parent.size());
-    t.point_begin.resize(t.parent.size());
-    t.point_count.resize(t.parent.size());
-    t.level.resize(t.parent.size());
-    t.bounds.resize(t.parent.size());
-    for (std::int32_t k = 0; k < width; ++k) {
-      const std::int32_t node = begin + k;
-      const auto count = static_cast<std::int32_t>(static_cast<std::uint32_t>(offsets[k + 1]) - static_cast<std::uint32_t>(offsets[k]));
-      const std::int32_t first = next + static_cast<std::int32_t>(static_cast<std::uint32_t>(offsets[k]));
-      t.first_child[node] = count > 0 ? first : -1;
-      t.child_count[node] = count;
-      if (count == 0) continue;
-      const std::int32_t pb = t.point_begin[node];
-      const unsigned occupied = occupied_octants(pb, &ends[8 * k]);
-      for (unsigned o = 0; o < 8; ++o) {
-        if (((occupied >> o) & 1u) == 0) continue;
-        const std::int32_t child = first + child_rank(occupied, o);
-        const std::int32_t from = o == 0 ? pb : ends[8 * k + o - 1];
-        t.parent[child] = node;
-        t.first_child[child] = -1;
-        t.child_count[child] = 0;
-        t.point_begin[child] = from;
-        t.point_count[child] = ends[8 * k + o] - from;
-        t.level[child] = static_cast<std::uint8_t>(level + 1);
-        t.bounds[child] = cell_box(cube, morton_prefix(sorted[from], level + 1), level + 1);
-      }
-    }
-    if (children == 0) break;
-    begin = next;
-    next += children;
-    t.level_offset.push_back(next);
+  // The flat build. window_levels: P over n + window entries.
+  const std::int64_t window = std::min<std::int64_t>(options.max_leaf, n), width = window + 1;
+  const std::int64_t items = n + window;
+  std::vector<std::uint8_t> p(static_cast<std::size_t>(items)), pre(p.size()), suf(p.size());
+  for (std::int64_t t = 0; t < items; ++t) p[t] = t < window ? 0 : window_level(sorted.data(), n, t - window, window);
+  // The two InclusiveScanByKey over segments of `width`: prefix maxima forwards, suffix backwards.
+  for (std::int64_t t = 0; t < items; ++t) pre[t] = t % width == 0 ? p[t] : std::max(pre[t - 1], p[t]);
+  for (std::int64_t t = items - 1; t >= 0; --t) {
+    suf[t] = t == items - 1 || (t + 1) % width == 0 ? p[t] : std::max(suf[t + 1], p[t]);
   }
-  t.depth = level;
-  // DeviceSelect::If over the leaf slots.
-  for (std::int32_t slot : leaf_slot)
-    if (slot >= 0) t.leaves.push_back(slot);
+  // point_spans, with the level histogram; DeviceSelect::If of the leaf starts.
+  std::vector<std::uint16_t> span(input.size());
+  std::vector<std::int32_t> level_nodes(max_octree_depth + 1, 0), leaf_point;
+  for (std::int32_t i = 0; i < n; ++i) {
+    const int first = first_level(sorted.data(), i);
+    const int leaf = leaf_level(sliding_max(pre.data(), suf.data(), i, width), options.max_depth);
+    // The sliding maximum is the brute-force one.
+    std::uint8_t largest = 0;
+    for (std::int64_t j = std::max<std::int64_t>(0, i - window); j <= i; ++j) largest = std::max(largest, window_level(sorted.data(), n, j, window));
+    EXPECT_EQ(sliding_max(pre.data(), suf.data(), i, width), largest) << "point " << i;
+    span[i] = pack_span(first, leaf);
+    for (int l = first; l <= leaf; ++l) ++level_nodes[l];
+    if (starts_leaf(span[i])) leaf_point.push_back(i);
+  }
+  t.level_offset = {0};
+  for (int l = 0; l <= max_octree_depth && level_nodes[l] != 0; ++l) t.level_offset.push_back(t.level_offset.back() + level_nodes[l]);
+  t.depth = static_cast<int>(t.level_offset.size()) - 2;
+  std::vector<std::int32_t> device_offset(max_octree_depth + 2);  // level_offsets: every slot
+  for (int l = 0; l <= max_octree_depth; ++l) device_offset[l + 1] = device_offset[l] + level_nodes[l];
+  // ExclusiveSum of the node counts, expand_nodes, the stable sort by level, number_nodes.
+  std::vector<std::int32_t> first_slot(leaf_point.size());
+  std::vector<std::pair<std::uint8_t, std::int32_t>> pairs;
+  for (std::size_t e = 0; e < leaf_point.size(); ++e) {
+    first_slot[e] = static_cast<std::int32_t>(pairs.size());
+    const std::uint16_t sp = span[leaf_point[e]];
+    for (int l = span_first(sp); l <= span_leaf(sp); ++l) pairs.emplace_back(static_cast<std::uint8_t>(l), static_cast<std::int32_t>(e));
+  }
+  std::stable_sort(pairs.begin(), pairs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  const std::size_t nodes = pairs.size();
+  std::vector<std::int32_t> node_leaf(nodes), node_of_slot(nodes, -7);
+  for (std::size_t k = 0; k < nodes; ++k) {
+    node_leaf[k] = pairs[k].second;
+    const std::int32_t e = pairs[k].second;
+    node_of_slot[first_slot[e] + pairs[k].first - span_first(span[leaf_point[e]])] = static_cast<std::int32_t>(k);
+  }
+  // emit_nodes, in scrambled order (every node reads only the view; parents are written by them).
+  const flat_tree_view view{sorted.data(), n, leaf_point.data(), static_cast<std::int32_t>(leaf_point.size()), span.data(),
+                            node_leaf.data(), first_slot.data(), node_of_slot.data(), device_offset.data(), cube};
+  t.parent.assign(nodes, -7);
+  t.first_child.assign(nodes, -7);
+  t.child_count.assign(nodes, -7);
+  t.point_begin.assign(nodes, -7);
+  t.point_count.assign(nodes, -7);
+  t.level.assign(nodes, 99);
+  t.bounds.assign(nodes, box{});
+  t.leaves.assign(leaf_point.size(), -7);
+  std::vector<std::int32_t> order(nodes);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (const std::int32_t id : order) {
+    const int level = pairs[id].first;
+    const flat_node_links r = flat_node(view, id, level);
+    if (id == 0) t.parent[0] = -1;
+    for (std::int32_t k = 0; k < r.child_count; ++k) t.parent[r.first_child + k] = id;
+    t.first_child[id] = r.first_child;
+    t.child_count[id] = r.child_count;
+    t.point_begin[id] = r.point_begin;
+    t.point_count[id] = r.point_count;
+    t.level[id] = static_cast<std::uint8_t>(level);
+    t.bounds[id] = cell_box(cube, morton_prefix(sorted[r.point_begin], level), level);
+    if (r.leaf) t.leaves[node_leaf[id]] = id;
+  }
   return out;
 }
 
@@ -327,7 +330,7 @@ void PrintTo(const steps_case& c, std::ostream* os) { *os << c.name << " (" << c
 std::vector<steps_case> steps_cases() {
   std::vector<steps_case> cases;
   for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{17}, std::size_t{1001}, std::size_t{40000}}) {
-    for (const build_options o : {build_options{}, build_options{1, 21}, build_options{8, 4}, build_options{100, 21}}) {
+    for (const build_options o : {build_options{}, build_options{1, 21}, build_options{8, 4}, build_options{100, 21}, build_options{2000, 21}}) {
       const std::string suffix = "_n" + std::to_string(n) + "_leaf" + std::to_string(o.max_leaf) + "_depth" + std::to_string(o.max_depth);
       cases.push_back({"uniform" + suffix, generate_uniform(n, n + 1), o});
       cases.push_back({"plummer" + suffix, generate_plummer(n, n + 2), o});

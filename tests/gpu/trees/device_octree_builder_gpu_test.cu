@@ -126,7 +126,9 @@ TEST_F(device_octree_builder_gpu, small_sizes_and_distributions) {
   ct::device_octree_builder builder;
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{33}, std::size_t{1001},
                         std::size_t{99999}}) {
-    for (const ct::build_options o : {ct::build_options{}, ct::build_options{1, 21}, ct::build_options{8, 4}}) {
+    // max_leaf 2000: windows wider than most inputs here (and than the scans' segments' usual size)
+    for (const ct::build_options o : {ct::build_options{}, ct::build_options{1, 21}, ct::build_options{8, 4},
+                                      ct::build_options{2000, 21}}) {
       SCOPED_TRACE("n " + std::to_string(n) + " max_leaf " + std::to_string(o.max_leaf) + " max_depth " +
                    std::to_string(o.max_depth));
       expect_matches_host(builder, ct::generate_uniform(n, n + 1), o);
@@ -153,6 +155,7 @@ TEST_F(device_octree_builder_gpu, million_points_each_distribution) {
   expect_matches_host(builder, ct::generate_uniform(1000003, 6), {32, 21}, true);
   expect_matches_host(builder, ct::generate_clusters(1000001, 7), {16, 21}, true);
   expect_matches_host(builder, ct::generate_plummer(1 << 20, 8), {1, 21}, true);
+  expect_matches_host(builder, ct::generate_plummer(1 << 20, 9), {5000, 21}, true);
 }
 
 TEST_F(device_octree_builder_gpu, edge_cases_of_the_stress_suite) {

@@ -13,7 +13,9 @@
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
+#include <cuda/std/functional>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/reverse_iterator.h>
 #include <thrust/iterator/transform_iterator.h>
 
 #include <algorithm>
@@ -69,10 +71,6 @@ struct merge_op {
   CANOPY_HD point_extent operator()(const point_extent& a, const point_extent& b) const { return merge_extents(a, b); }
 };
 
-struct is_leaf_slot {
-  CANOPY_HD bool operator()(std::int32_t slot) const { return slot >= 0; }
-};
-
 struct node_arrays {
   std::int32_t* parent;
   std::int32_t* first_child;
@@ -81,40 +79,17 @@ struct node_arrays {
   std::int32_t* point_count;
   std::uint8_t* level;
   box* bounds;
-  std::int64_t capacity;  // entries in each array
 };
 
-// One level's launch: its nodes are [begin, begin + width); the next level starts at `next`.
-struct level_args {
-  node_arrays nodes;
-  const std::uint64_t* codes;  // sorted
-  const build_header* header;
-  std::int32_t* ends;         // 8 per node of the level: octant_end of each octant
-  std::uint64_t* counts;      // width + 1: (splits << 32) | children; the last entry 0
-  const std::uint64_t* offsets;  // exclusive sum of counts
-  std::int32_t* leaf_slot;    // per point: the leaf whose range starts there, else -1
-  std::int32_t* level_offset;
-  std::int32_t begin;
-  std::int32_t width;
-  std::int32_t next;
-  int level;
-  int max_leaf;
-  int max_depth;
-};
+// The levels a build can have: 0..21.
+constexpr int level_slots = max_octree_depth + 1;
 
 std::int64_t blocks_for(std::int64_t threads) { return (threads + block_threads - 1) / block_threads; }
 
-__global__ void start_tree(build_header* header, node_arrays nodes, std::int32_t n) {
+__global__ void start_tree(build_header* header) {
   const box cube = bounding_cube(header->extent);
   header->cube = cube;
   header->grid = make_morton_grid(cube);
-  nodes.parent[0] = -1;
-  nodes.first_child[0] = -1;
-  nodes.child_count[0] = 0;
-  nodes.point_begin[0] = 0;
-  nodes.point_count[0] = n;
-  nodes.level[0] = 0;
-  nodes.bounds[0] = cube;
 }
 
 // build_octree's tree of no points: an empty leaf root over the unit cube.
@@ -141,81 +116,182 @@ __global__ void compute_codes(Reader read, std::int32_t n, const build_header* h
   index[i] = static_cast<std::int32_t>(i);
 }
 
+// The gather reads points at random: each thread keeps gather_items loads in flight (one per
+// point left latency-bound at about a third of the copy bandwidth).
+constexpr int gather_items = 4;
+
 template <class Reader>
 __global__ void gather_points(Reader read, std::int32_t n, const std::int32_t* permutation, point* out) {
+  const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * blockDim.x * gather_items + threadIdx.x;
+  std::int32_t from[gather_items];
+#pragma unroll
+  for (int k = 0; k < gather_items; ++k) {
+    const std::int64_t i = base + static_cast<std::int64_t>(k) * blockDim.x;
+    from[k] = i < n ? permutation[i] : -1;
+  }
+  point p[gather_items];
+#pragma unroll
+  for (int k = 0; k < gather_items; ++k)
+    if (from[k] >= 0) p[k] = read(from[k]);
+#pragma unroll
+  for (int k = 0; k < gather_items; ++k) {
+    const std::int64_t i = base + static_cast<std::int64_t>(k) * blockDim.x;
+    if (i < n) out[i] = p[k];
+  }
+}
+
+// P[t] = window_level(t - window), 0 for t < window (octree_steps.hpp's sliding_max reads it).
+__global__ void window_levels(const std::uint64_t* codes, std::int32_t n, std::int64_t window, std::uint8_t* p) {
+  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= n + window) return;
+  p[t] = t < window ? std::uint8_t{0} : window_level(codes, n, t - window, window);
+}
+
+// The segment of P an index lies in (the scans' keys).
+struct segment_of {
+  std::int64_t width;
+  CANOPY_HD std::int64_t operator()(std::int64_t t) const { return t / width; }
+};
+struct max_u8 {
+  CANOPY_HD std::uint8_t operator()(std::uint8_t a, std::uint8_t b) const { return a < b ? b : a; }
+};
+
+// Per point: its span (first level, leaf level), and the node count of every level summed over
+// the block's leaf starts into `level_nodes` (one atomic per level and block).
+__global__ void point_spans(const std::uint64_t* codes, std::int32_t n, const std::uint8_t* pre, const std::uint8_t* suf,
+                            std::int64_t width, int max_depth, std::uint16_t* span, std::int32_t* level_nodes) {
+  __shared__ std::int32_t counts[level_slots];
+  for (int l = static_cast<int>(threadIdx.x); l < level_slots; l += blockDim.x) counts[l] = 0;
+  __syncthreads();
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  out[i] = read(permutation[i]);
+  if (i < n) {
+    const int first = first_level(codes, i);
+    const int leaf = leaf_level(sliding_max(pre, suf, i, width), max_depth);
+    span[i] = pack_span(first, leaf);
+    for (int l = first; l <= leaf; ++l) atomicAdd(&counts[l], 1);
+  }
+  __syncthreads();
+  for (int l = static_cast<int>(threadIdx.x); l < level_slots; l += blockDim.x)
+    if (counts[l] != 0) atomicAdd(&level_nodes[l], counts[l]);
 }
 
-// 8 threads per node of the level, thread o finding where octant o ends (one binary search over
-// the node's range: the searches of a node run side by side, so a level costs the latency of one
-// search, not eight). A node that does not split is a leaf: it claims its first point's slot.
-__global__ void split_level(level_args a) {
-  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t == 0) {
-    a.counts[a.width] = 0;  // so that the exclusive sum's last entry is the level's total
-    a.level_offset[a.level] = a.begin;
-    a.level_offset[a.level + 1] = a.next;
+// point_spans for windows up to tile_window_limit, in one pass over the codes: a block's tile of
+// tile_points points loads the codes it and its windows need into shared memory once, computes
+// the window levels there and their sliding maximum by doubling (log2(window + 1) rounds), then
+// the spans. Same results as window_levels + the two scans + point_spans.
+constexpr int tile_points = 1024;
+constexpr int tile_window_limit = 1024;
+
+std::size_t tile_shared_bytes(std::int64_t window) {
+  return static_cast<std::size_t>(tile_points + 2 * window) * sizeof(std::uint64_t) +
+         2 * static_cast<std::size_t>(tile_points + window);
+}
+
+__global__ void point_spans_tiled(const std::uint64_t* codes, std::int32_t n, int window, int max_depth,
+                                  std::uint16_t* span, std::int32_t* level_nodes) {
+  extern __shared__ std::uint64_t tile_codes[];  // [tile_points + 2 window): points i0 - window ...
+  __shared__ std::int32_t counts[level_slots];
+  const int levels_len = tile_points + window;  // window levels of j = i0 - window ...
+  auto* levels = reinterpret_cast<std::uint8_t*>(tile_codes + tile_points + 2 * window);
+  std::uint8_t* other = levels + levels_len;
+  const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.x) * tile_points;
+  const std::int64_t j0 = i0 - window;
+  for (int l = static_cast<int>(threadIdx.x); l < level_slots; l += blockDim.x) counts[l] = 0;
+  for (int u = static_cast<int>(threadIdx.x); u < tile_points + 2 * window; u += blockDim.x) {
+    const std::int64_t j = j0 + u;
+    tile_codes[u] = j >= 0 && j < n ? codes[j] : 0;
   }
-  const std::int64_t k = t >> 3;
-  if (k >= a.width) return;  // whole groups of 8 leave together
-  const unsigned o = static_cast<unsigned>(t & 7);
-  const std::int32_t node = a.begin + static_cast<std::int32_t>(k);
-  const std::int32_t begin = a.nodes.point_begin[node];
-  const std::int32_t count = a.nodes.point_count[node];
-  if (!node_splits(count, a.level, a.max_leaf, a.max_depth)) {
-    if (o == 0) {
-      a.counts[k] = 0;
-      a.leaf_slot[begin] = node;
-    }
-    return;
+  __syncthreads();
+  for (int u = static_cast<int>(threadIdx.x); u < levels_len; u += blockDim.x) {
+    const std::int64_t j = j0 + u;
+    levels[u] = j < 0 || j + window >= n ? std::uint8_t{0}
+                                         : static_cast<std::uint8_t>(1 + common_level(tile_codes[u], tile_codes[u + window]));
   }
-  std::int32_t* ends = a.ends + 8 * k;
-  ends[o] = o == 7 ? begin + count : octant_end(a.codes, begin, begin + count, a.level, o);
-  __syncwarp(0xffu << (threadIdx.x & 24u));  // the node's 8 lanes; orders their writes before the reads
-  if (o == 0) {
-    std::int32_t e[8];
-    for (int i = 0; i < 8; ++i) e[i] = ends[i];
-    a.counts[k] = std::uint64_t{1} << 32 | static_cast<std::uint64_t>(child_total(occupied_octants(begin, e)));
+  __syncthreads();
+  // After round k, levels[u] = max over [u, u + 2^(k+1)) (valid while u + 2^(k+1) <= levels_len).
+  int reach = 1;
+  while (2 * reach <= window + 1) {
+    for (int u = static_cast<int>(threadIdx.x); u + 2 * reach <= levels_len; u += blockDim.x)
+      other[u] = max_u8{}(levels[u], levels[u + reach]);
+    __syncthreads();
+    std::uint8_t* swap = levels;
+    levels = other;
+    other = swap;
+    reach *= 2;
+  }
+  for (int k = static_cast<int>(threadIdx.x); k < tile_points; k += blockDim.x) {
+    const std::int64_t i = i0 + k;
+    if (i >= n) break;
+    const std::uint8_t largest = max_u8{}(levels[k], levels[k + window + 1 - reach]);
+    const int first = i == 0 ? 0 : common_level(tile_codes[k + window - 1], tile_codes[k + window]) + 1;
+    const int leaf = leaf_level(largest, max_depth);
+    span[i] = pack_span(first, leaf);
+    for (int l = first; l <= leaf; ++l) atomicAdd(&counts[l], 1);
+  }
+  __syncthreads();
+  for (int l = static_cast<int>(threadIdx.x); l < level_slots; l += blockDim.x)
+    if (counts[l] != 0) atomicAdd(&level_nodes[l], counts[l]);
+}
+
+struct is_leaf_start {
+  const std::uint16_t* span;
+  CANOPY_HD bool operator()(std::int32_t i) const { return starts_leaf(span[i]); }
+};
+struct nodes_of_leaf {
+  const std::uint16_t* span;
+  CANOPY_HD std::int32_t operator()(std::int32_t i) const { return span_nodes(span[i]); }
+};
+
+// The device's level_offset from the level counts (every slot: past the depth they repeat the total).
+__global__ void level_offsets(const std::int32_t* level_nodes, std::int32_t* level_offset) {
+  std::int32_t sum = 0;
+  level_offset[0] = 0;
+  for (int l = 0; l < level_slots; ++l) level_offset[l + 1] = sum += level_nodes[l];
+}
+
+// One thread per leaf start e: its nodes, one per level of its span, as (level, e) pairs at
+// position[e]; the stable sort by level then numbers them as build_octree does.
+__global__ void expand_nodes(const std::int32_t* leaf_point, std::int32_t leaves, const std::uint16_t* span,
+                             const std::int32_t* position, std::uint8_t* level_key, std::int32_t* node_leaf) {
+  const std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (e >= leaves) return;
+  const std::uint16_t s = span[leaf_point[e]];
+  std::int32_t at = position[e];
+  for (int l = span_first(s); l <= span_leaf(s); ++l, ++at) {
+    level_key[at] = static_cast<std::uint8_t>(l);
+    node_leaf[at] = static_cast<std::int32_t>(e);
   }
 }
 
-// 8 threads per node of the level again: the node's child links (every node: -1/0 for leaves), and
-// thread o writes the child of octant o when it holds points. Children past the arrays' capacity
-// are skipped; the host then grows the arrays and launches this again (it rewrites the same values).
-__global__ void emit_children(level_args a) {
+// One thread per node: its slot's entry in the inverse numbering (flat_tree_view::node_of_slot).
+__global__ void number_nodes(const std::int32_t* node_leaf, const std::uint8_t* level_key, std::int32_t nodes_total,
+                             const std::int32_t* leaf_point, const std::uint16_t* span, const std::int32_t* first_slot,
+                             std::int32_t* node_of_slot) {
   const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::int64_t k = t >> 3;
-  if (k >= a.width) return;
-  const unsigned o = static_cast<unsigned>(t & 7);
-  const std::int32_t node = a.begin + static_cast<std::int32_t>(k);
-  const std::uint64_t before = a.offsets[k];
-  const auto children = static_cast<std::int32_t>(static_cast<std::uint32_t>(a.offsets[k + 1]) -
-                                                  static_cast<std::uint32_t>(before));
-  const std::int64_t first = static_cast<std::int64_t>(a.next) + static_cast<std::uint32_t>(before);
-  if (o == 0) {
-    // Past 2^31 - 1 nodes the host throws before anyone reads this.
-    a.nodes.first_child[node] = children > 0 ? static_cast<std::int32_t>(first) : -1;
-    a.nodes.child_count[node] = children;
-  }
-  if (children == 0) return;
-  const std::int32_t begin = a.nodes.point_begin[node];
-  std::int32_t e[8];
-  for (int i = 0; i < 8; ++i) e[i] = a.ends[8 * k + i];
-  const unsigned occupied = occupied_octants(begin, e);
-  if (((occupied >> o) & 1u) == 0) return;
-  const std::int64_t child = first + child_rank(occupied, o);
-  if (child >= a.nodes.capacity) return;
-  const std::int32_t from = o == 0 ? begin : e[o - 1];
-  const int child_level = a.level + 1;
-  a.nodes.parent[child] = node;
-  a.nodes.first_child[child] = -1;
-  a.nodes.child_count[child] = 0;
-  a.nodes.point_begin[child] = from;
-  a.nodes.point_count[child] = e[o] - from;
-  a.nodes.level[child] = static_cast<std::uint8_t>(child_level);
-  a.nodes.bounds[child] = cell_box(a.header->cube, morton_prefix(a.codes[from], child_level), child_level);
+  if (t >= nodes_total) return;
+  const std::int32_t e = node_leaf[t];
+  node_of_slot[first_slot[e] + level_key[t] - span_first(span[leaf_point[e]])] = static_cast<std::int32_t>(t);
+}
+
+// One thread per node: flat_node's links, the level, the cell box; the node is its children's
+// parent; a leaf enters the leaves array at its leaf start's index (so the leaves come out in
+// Morton order).
+__global__ void emit_nodes(flat_tree_view v, const build_header* header, const std::uint8_t* level_key,
+                           std::int32_t nodes_total, node_arrays out, std::int32_t* leaves) {
+  const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= nodes_total) return;
+  const auto id = static_cast<std::int32_t>(t);
+  const int level = level_key[id];
+  const flat_node_links r = flat_node(v, id, level);
+  if (id == 0) out.parent[0] = -1;
+  for (std::int32_t k = 0; k < r.child_count; ++k) out.parent[r.first_child + k] = id;
+  out.first_child[id] = r.first_child;
+  out.child_count[id] = r.child_count;
+  out.point_begin[id] = r.point_begin;
+  out.point_count[id] = r.point_count;
+  out.level[id] = static_cast<std::uint8_t>(level);
+  out.bounds[id] = cell_box(header->cube, morton_prefix(v.codes[r.point_begin], level), level);
+  if (r.leaf) leaves[v.node_leaf[id]] = id;
 }
 
 // Makes `b` hold at least `need` elements (contents not kept); `slack` > 1 leaves room to grow.
@@ -286,24 +362,32 @@ struct device_octree_builder::state {
   state(const state&) = delete;
   state& operator=(const state&) = delete;
 
-  // Read by the host after each level's synchronisation (pinned, so the copies are asynchronous).
+  // Read by the host at the build's one synchronisation (pinned, so the copies are asynchronous).
   struct status {
-    std::uint64_t level_total;    // the level's (splits << 32) | children
-    std::int32_t first_rejected;  // level 0 only
+    std::int32_t first_rejected;
+    std::int32_t leaves;                          // the leaf starts DeviceSelect found
+    std::int32_t level_nodes[max_octree_depth + 1];  // nodes per level
   };
   status* host = nullptr;
 
-  device_buffer<std::uint64_t> codes[2];    // the sort's key buffers
-  device_buffer<std::int32_t> index_spare;  // the sort's second index buffer; then the leaf slots
-  device_buffer<std::int32_t> ends;         // 8 per node of the widest level so far
-  device_buffer<std::uint64_t> counts, offsets;
+  // Per point: the sort's second key buffer (then the window levels and their two scans, then the
+  // leaf starts and their node positions) and its second index buffer (then the points' spans).
+  device_buffer<std::uint64_t> codes[2];
+  device_buffer<std::int32_t> index_spare;
+  // Per node: the (level, leaf start) pairs and the sort's second buffers.
+  device_buffer<std::uint8_t> node_key[2];
+  device_buffer<std::int32_t> node_leaf[2];
+  device_buffer<std::int32_t> level_nodes;  // nodes per level
   device_buffer<build_header> header;
-  device_buffer<std::int32_t> selected;     // DeviceSelect's count (the host knows it already)
+  device_buffer<std::int32_t> selected;     // DeviceSelect's count
   device_buffer<unsigned char> cub_temp;
   // CUB's size queries cost host time (occupancy and attribute calls); a repeated build of the
-  // same size and layout (AoS 0, SoA 1) reuses the last answer.
+  // same size and layout (AoS 0, SoA 1) reuses the last answer, and the node sort's answer is kept
+  // for the node buffers' capacity.
   std::int64_t cub_queried_points[2] = {-1, -1};
   std::size_t cub_queried_bytes[2] = {0, 0};
+  std::size_t node_sort_queried_for = 0;
+  std::size_t node_sort_bytes = 0;
   cuda_event done;                          // the end of the last build's work on the workspace
   bool done_recorded = false;
   // Phase timing (set_phase_timing): events between the phases of the last build, when asked for.
@@ -315,8 +399,9 @@ struct device_octree_builder::state {
   }
 
   std::size_t bytes() const noexcept {
-    return codes[0].bytes() + codes[1].bytes() + index_spare.bytes() + ends.bytes() + counts.bytes() +
-           offsets.bytes() + header.bytes() + selected.bytes() + cub_temp.bytes();
+    return codes[0].bytes() + codes[1].bytes() + index_spare.bytes() + node_key[0].bytes() + node_key[1].bytes() +
+           node_leaf[0].bytes() + node_leaf[1].bytes() + level_nodes.bytes() + header.bytes() + selected.bytes() +
+           cub_temp.bytes();
   }
 };
 
@@ -341,8 +426,15 @@ std::optional<build_phase_times> device_octree_builder::last_phase_times() const
 
 namespace {
 
-// CUB's temporary storage for every call of a build of n points (level scans are at most n + 1
-// long), so that the levels never reallocate it.
+// The window scans' iterators: keys are segment numbers, the suffix scan runs backwards.
+using segment_keys = thrust::transform_iterator<segment_of, thrust::counting_iterator<std::int64_t>>;
+using reverse_keys = thrust::reverse_iterator<segment_keys>;
+using reverse_bytes = thrust::reverse_iterator<std::uint8_t*>;
+using leaf_starts = thrust::counting_iterator<std::int32_t>;
+using leaf_node_counts = thrust::transform_iterator<nodes_of_leaf, const std::int32_t*>;
+
+// CUB's temporary storage for every call of a build of n points but the node sort (the window
+// scans run over at most 2n entries, the leaf starts are at most n).
 template <class Reader>
 std::size_t cub_bytes(std::int32_t n) {
   std::size_t most = 0, bytes = 0;
@@ -355,13 +447,32 @@ std::size_t cub_bytes(std::int32_t n) {
   cub::DoubleBuffer<std::int32_t> values(nullptr, nullptr);
   CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, values, n, 0, 3 * morton_bits_per_axis, nullptr));
   most = std::max(most, bytes);
-  CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const std::uint64_t*>(nullptr),
-                                                static_cast<std::uint64_t*>(nullptr), std::int64_t{n} + 1, nullptr));
+  const auto window_items = static_cast<std::uint32_t>(2 * static_cast<std::int64_t>(n));
+  const segment_keys segments(thrust::counting_iterator<std::int64_t>(0), segment_of{1});
+  CANOPY_CUDA_TRY(cub::DeviceScan::InclusiveScanByKey(nullptr, bytes, segments, static_cast<std::uint8_t*>(nullptr),
+                                                      static_cast<std::uint8_t*>(nullptr), max_u8{}, window_items,
+                                                      cuda::std::equal_to<>{}, nullptr));
   most = std::max(most, bytes);
-  CANOPY_CUDA_TRY(cub::DeviceSelect::If(nullptr, bytes, static_cast<const std::int32_t*>(nullptr),
-                                        static_cast<std::int32_t*>(nullptr), static_cast<std::int32_t*>(nullptr), n,
-                                        is_leaf_slot{}, nullptr));
+  CANOPY_CUDA_TRY(cub::DeviceScan::InclusiveScanByKey(nullptr, bytes, reverse_keys(segments), reverse_bytes(nullptr),
+                                                      reverse_bytes(nullptr), max_u8{}, window_items,
+                                                      cuda::std::equal_to<>{}, nullptr));
+  most = std::max(most, bytes);
+  CANOPY_CUDA_TRY(cub::DeviceSelect::If(nullptr, bytes, leaf_starts(0), static_cast<std::int32_t*>(nullptr),
+                                        static_cast<std::int32_t*>(nullptr), n, is_leaf_start{}, nullptr));
+  most = std::max(most, bytes);
+  CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, leaf_node_counts(nullptr, nodes_of_leaf{}),
+                                                static_cast<std::int32_t*>(nullptr), n, nullptr));
   return std::max(most, bytes);
+}
+
+// The node sort's temporary storage for `nodes` (level, leaf start) pairs.
+std::size_t node_sort_bytes(std::size_t nodes) {
+  std::size_t bytes = 0;
+  cub::DoubleBuffer<std::uint8_t> keys(nullptr, nullptr);
+  cub::DoubleBuffer<std::int32_t> values(nullptr, nullptr);
+  CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, values, static_cast<std::int64_t>(nodes), 0, 5,
+                                                  nullptr));
+  return bytes;
 }
 
 // The result's buffers while they are being filled.
@@ -380,11 +491,7 @@ struct result_parts {
   node_arrays nodes() const {
     return node_arrays{tree.parent.data(),      tree.first_child.data(), tree.child_count.data(),
                        tree.point_begin.data(), tree.point_count.data(), level.data(),
-                       bounds.data(),           static_cast<std::int64_t>(capacity())};
-  }
-  std::size_t capacity() const {
-    return std::min({tree.parent.size(), tree.first_child.size(), tree.child_count.size(), tree.point_begin.size(),
-                     tree.point_count.size(), level.size(), bounds.size()});
+                       bounds.data()};
   }
   void ensure_nodes(std::size_t need, cudaStream_t stream) {
     ensure(tree.parent, need, stream);
@@ -394,15 +501,6 @@ struct result_parts {
     ensure(tree.point_count, need, stream);
     ensure(level, need, stream);
     ensure(bounds, need, stream);
-  }
-  void grow_nodes(std::size_t need, std::size_t keep, cudaStream_t stream) {
-    grow_keeping(tree.parent, need, keep, stream);
-    grow_keeping(tree.first_child, need, keep, stream);
-    grow_keeping(tree.child_count, need, keep, stream);
-    grow_keeping(tree.point_begin, need, keep, stream);
-    grow_keeping(tree.point_count, need, keep, stream);
-    grow_keeping(level, need, keep, stream);
-    grow_keeping(bounds, need, keep, stream);
   }
   void hand_over(built_device_octree& out, std::vector<std::int32_t> level_offset, std::int32_t leaves,
                  std::int32_t points) {
@@ -416,7 +514,7 @@ struct result_parts {
 template <class Reader, class Fetch>
 void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point, std::int32_t n,
                 const build_options& options, built_device_octree& out, cudaStream_t stream) {
-  // The previous build (perhaps on another stream) may still be selecting its leaves from the
+  // The previous build (perhaps on another stream) may still be emitting its nodes from the
   // workspace: this stream waits for it, so that waiting for this stream covers it too.
   if (s.done_recorded) CANOPY_CUDA_TRY(cudaStreamWaitEvent(stream, s.done.get(), 0));
   result_parts r(out);
@@ -441,17 +539,13 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
   ensure(r.permutation, un, stream);
   ensure(r.tree.points, un, stream);
   ensure(s.selected, 1, stream);
+  ensure(s.level_nodes, level_slots, stream);
   constexpr int layout = std::is_same_v<Reader, aos_reader> ? 0 : 1;
   if (s.cub_queried_points[layout] != n) {
     s.cub_queried_bytes[layout] = cub_bytes<Reader>(n);
     s.cub_queried_points[layout] = n;
   }
   ensure(s.cub_temp, s.cub_queried_bytes[layout], stream);
-  // Adaptive trees have about 4 nodes per max_leaf points (Plummer 16M, max_leaf 32: 1.94M), and
-  // 1.3 to 1.6 per point for max_leaf 1 (more with chains); the arrays grow x1.5 mid-build past
-  // this first guess, so it need not be an upper bound.
-  const std::size_t estimate = std::min<std::size_t>(un, 4 * un / static_cast<std::size_t>(options.max_leaf)) + 64;
-  if (r.capacity() < estimate) r.ensure_nodes(estimate, stream);
   void* temp = s.cub_temp.data();
   std::size_t temp_bytes = s.cub_temp.size();
 
@@ -463,7 +557,7 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
   s.mark(0, stream);
   CANOPY_CUDA_TRY(cub::DeviceReduce::Reduce(temp, temp_bytes, extents, &header->extent, n, merge_op{}, empty_extent(),
                                             stream));
-  start_tree<<<1, 1, 0, stream>>>(header, r.nodes(), n);
+  start_tree<<<1, 1, 0, stream>>>(header);
   CANOPY_CUDA_TRY(cudaGetLastError());
   s.mark(1, stream);
   const auto point_blocks = static_cast<unsigned>(blocks_for(n));
@@ -479,85 +573,117 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
   s.mark(3, stream);
   if (values.Current() != r.permutation.data()) std::swap(r.permutation, s.index_spare);
   const std::uint64_t* codes = keys.Current();
-  gather_points<<<point_blocks, block_threads, 0, stream>>>(read, n, r.permutation.data(), r.tree.points.data());
+  gather_points<<<static_cast<unsigned>(blocks_for((n + gather_items - 1) / gather_items)), block_threads, 0, stream>>>(
+      read, n, r.permutation.data(), r.tree.points.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
-  std::int32_t* leaf_slot = s.index_spare.data();
-  CANOPY_CUDA_TRY(cudaMemsetAsync(leaf_slot, 0xff, un * sizeof(std::int32_t), stream));
   s.mark(4, stream);
 
-  // Levels, top-down. The host learns each level's width once per level (one synchronisation),
-  // which sizes the next level's launches.
-  std::vector<std::int32_t> level_offset{0, 1};
-  std::int64_t begin = 0, next = 1, leaves = 0;
-  int level = 0;
-  for (;; ++level) {
-    const std::int64_t width = next - begin;
-    ensure(s.ends, static_cast<std::size_t>(8 * width), stream, 1.25);
-    ensure(s.counts, static_cast<std::size_t>(width + 1), stream, 1.25);
-    ensure(s.offsets, static_cast<std::size_t>(width + 1), stream, 1.25);
-    level_args a{r.nodes(),
-                 codes,
-                 header,
-                 s.ends.data(),
-                 s.counts.data(),
-                 s.offsets.data(),
-                 leaf_slot,
-                 r.tree.level_offset.data(),
-                 static_cast<std::int32_t>(begin),
-                 static_cast<std::int32_t>(width),
-                 static_cast<std::int32_t>(next),
-                 level,
-                 options.max_leaf,
-                 options.max_depth};
-    const auto node_blocks = static_cast<unsigned>(blocks_for(8 * width));
-    split_level<<<node_blocks, block_threads, 0, stream>>>(a);
+  // Spans (octree_steps.hpp, "the flat build"): in one tiled pass for windows up to
+  // tile_window_limit points, else through the scans: the free key buffer then holds the window
+  // levels P and their segment-wise prefix and suffix maxima (3 (n + window) <= 6n bytes of its 8n).
+  const std::int64_t window = std::min<std::int64_t>(options.max_leaf, n);  // windows past n are all 0
+  auto* scratch = reinterpret_cast<std::uint8_t*>(keys.Alternate());
+  auto* span = reinterpret_cast<std::uint16_t*>(s.index_spare.data());
+  CANOPY_CUDA_TRY(cudaMemsetAsync(s.level_nodes.data(), 0, level_slots * sizeof(std::int32_t), stream));
+  if (window <= tile_window_limit) {
+    point_spans_tiled<<<static_cast<unsigned>((n + tile_points - 1) / tile_points), block_threads,
+                        tile_shared_bytes(window), stream>>>(codes, n, static_cast<int>(window), options.max_depth,
+                                                             span, s.level_nodes.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
-    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(temp, temp_bytes, s.counts.data(), s.offsets.data(), width + 1, stream));
-    CANOPY_CUDA_TRY(cudaMemcpyAsync(&s.host->level_total, s.offsets.data() + width, sizeof(std::uint64_t),
-                                    cudaMemcpyDeviceToHost, stream));
-    if (level == 0) {
-      CANOPY_CUDA_TRY(cudaMemcpyAsync(&s.host->first_rejected, &header->extent.first_rejected, sizeof(std::int32_t),
-                                      cudaMemcpyDeviceToHost, stream));
-    }
-    // Emitted before the host knows the total (it writes what fits), so that the round trip
-    // below waits for the whole level.
-    emit_children<<<node_blocks, block_threads, 0, stream>>>(a);
+  } else {
+    const std::int64_t width = window + 1;
+    const auto window_items = static_cast<std::uint32_t>(n + window);
+    std::uint8_t* p = scratch;
+    std::uint8_t* pre = p + window_items;
+    std::uint8_t* suf = pre + window_items;
+    window_levels<<<static_cast<unsigned>(blocks_for(window_items)), block_threads, 0, stream>>>(codes, n, window, p);
     CANOPY_CUDA_TRY(cudaGetLastError());
-    CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+    const segment_keys segments(thrust::counting_iterator<std::int64_t>(0), segment_of{width});
+    CANOPY_CUDA_TRY(cub::DeviceScan::InclusiveScanByKey(temp, temp_bytes, segments, p, pre, max_u8{}, window_items,
+                                                        cuda::std::equal_to<>{}, stream));
+    const reverse_keys back_segments(segments + window_items);
+    CANOPY_CUDA_TRY(cub::DeviceScan::InclusiveScanByKey(temp, temp_bytes, back_segments, reverse_bytes(p + window_items),
+                                                        reverse_bytes(suf + window_items), max_u8{}, window_items,
+                                                        cuda::std::equal_to<>{}, stream));
+    point_spans<<<point_blocks, block_threads, 0, stream>>>(codes, n, pre, suf, width, options.max_depth, span,
+                                                            s.level_nodes.data());
+    CANOPY_CUDA_TRY(cudaGetLastError());
+  }
+  // The leaf starts in point order (the scans are done with the scratch: it now holds them).
+  auto* leaf_point = reinterpret_cast<std::int32_t*>(scratch);
+  std::int32_t* position = leaf_point + un;  // 4n + 4n bytes of the 8n
+  CANOPY_CUDA_TRY(cub::DeviceSelect::If(temp, temp_bytes, leaf_starts(0), leaf_point, s.selected.data(), n,
+                                        is_leaf_start{span}, stream));
 
-    if (level == 0 && s.host->first_rejected != no_rejected_point) {
-      const auto index = static_cast<std::size_t>(s.host->first_rejected);
-      throw rejected_point_error(source_name, index, fetch_point(index));
-    }
-    const std::uint64_t total = s.host->level_total;
-    const auto children = static_cast<std::int64_t>(total & 0xffffffffu);
-    leaves += width - static_cast<std::int64_t>(total >> 32);
-    if (children == 0) break;
-    if (next + children > int32_limit) {
+  // The build's one host round trip: the rejected-point check, the leaf and node counts.
+  CANOPY_CUDA_TRY(cudaMemcpyAsync(&s.host->first_rejected, &header->extent.first_rejected, sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+  CANOPY_CUDA_TRY(cudaMemcpyAsync(&s.host->leaves, s.selected.data(), sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+  CANOPY_CUDA_TRY(cudaMemcpyAsync(s.host->level_nodes, s.level_nodes.data(), level_slots * sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (s.host->first_rejected != no_rejected_point) {
+    const auto index = static_cast<std::size_t>(s.host->first_rejected);
+    throw rejected_point_error(source_name, index, fetch_point(index));
+  }
+  const std::int32_t leaves = s.host->leaves;
+  std::vector<std::int32_t> level_offset{0};
+  std::int64_t total = 0;
+  for (int l = 0; l < level_slots && s.host->level_nodes[l] != 0; ++l) {
+    total += s.host->level_nodes[l];
+    if (total > int32_limit) {
       throw input_error(source_name, "the tree would have more than 2^31 - 1 nodes (raise max_leaf or lower max_depth)");
     }
-    if (static_cast<std::size_t>(next + children) > r.capacity()) {
-      const auto grown = std::max(static_cast<std::size_t>(next + children), r.capacity() + r.capacity() / 2);
-      r.grow_nodes(std::min(grown, static_cast<std::size_t>(int32_limit)), static_cast<std::size_t>(next), stream);
-      a.nodes = r.nodes();
-      emit_children<<<node_blocks, block_threads, 0, stream>>>(a);
-      CANOPY_CUDA_TRY(cudaGetLastError());
-    }
-    begin = next;
-    next += children;
-    level_offset.push_back(static_cast<std::int32_t>(next));
+    level_offset.push_back(static_cast<std::int32_t>(total));
   }
+  const auto nodes = static_cast<std::size_t>(total);
 
-  // Leaves in Morton order: the leaf slots in point order, the empty ones dropped.
+  // Nodes: numbered by a stable sort of (level, leaf start) pairs, then emitted one thread each.
   s.mark(5, stream);
+  r.ensure_nodes(nodes, stream);
   ensure(r.tree.leaves, static_cast<std::size_t>(leaves), stream);
-  CANOPY_CUDA_TRY(cub::DeviceSelect::If(temp, temp_bytes, leaf_slot, r.tree.leaves.data(), s.selected.data(), n,
-                                        is_leaf_slot{}, stream));
+  for (int b = 0; b < 2; ++b) {
+    ensure(s.node_key[b], nodes, stream, 1.25);
+    ensure(s.node_leaf[b], nodes, stream, 1.25);
+  }
+  if (s.node_sort_queried_for != s.node_key[0].size()) {
+    s.node_sort_bytes = node_sort_bytes(s.node_key[0].size());
+    s.node_sort_queried_for = s.node_key[0].size();
+  }
+  if (s.cub_temp.size() < s.node_sort_bytes) {
+    ensure(s.cub_temp, s.node_sort_bytes, stream);
+    temp = s.cub_temp.data();
+    temp_bytes = s.cub_temp.size();
+  }
+  level_offsets<<<1, 1, 0, stream>>>(s.level_nodes.data(), r.tree.level_offset.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(temp, temp_bytes, leaf_node_counts(leaf_point, nodes_of_leaf{span}),
+                                                position, leaves, stream));
+  expand_nodes<<<static_cast<unsigned>(blocks_for(leaves)), block_threads, 0, stream>>>(
+      leaf_point, leaves, span, position, s.node_key[0].data(), s.node_leaf[0].data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  cub::DoubleBuffer<std::uint8_t> node_keys(s.node_key[0].data(), s.node_key[1].data());
+  cub::DoubleBuffer<std::int32_t> node_values(s.node_leaf[0].data(), s.node_leaf[1].data());
+  CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, node_keys, node_values,
+                                                  static_cast<std::int64_t>(nodes), 0, 5, stream));
+  // The inverse numbering goes to the sort's free value buffer.
+  std::int32_t* node_of_slot = node_values.Alternate();
+  const auto node_blocks = static_cast<unsigned>(blocks_for(static_cast<std::int64_t>(nodes)));
+  number_nodes<<<node_blocks, block_threads, 0, stream>>>(node_values.Current(), node_keys.Current(),
+                                                          static_cast<std::int32_t>(nodes), leaf_point, span, position,
+                                                          node_of_slot);
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  const flat_tree_view view{codes,    n,           leaf_point, leaves, span, node_values.Current(), position,
+                            node_of_slot, r.tree.level_offset.data(),
+                            box{}};  // emit_nodes reads the cube on the device
+  emit_nodes<<<node_blocks, block_threads, 0, stream>>>(view, header, node_keys.Current(), static_cast<std::int32_t>(nodes),
+                                                        r.nodes(), r.tree.leaves.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
   s.mark(6, stream);
   s.phases_recorded = s.time_phases;
   s.done.record(stream);
   s.done_recorded = true;
-  r.hand_over(out, std::move(level_offset), static_cast<std::int32_t>(leaves), n);
+  r.hand_over(out, std::move(level_offset), leaves, n);
 }
 
 }  // namespace

@@ -219,4 +219,142 @@ CANOPY_HD constexpr int child_rank(unsigned occupied, unsigned octant) {
 }
 CANOPY_HD constexpr int child_total(unsigned occupied) { return detail::popcount8(occupied); }
 
+
+// ---------------------------------------------------------------- the flat build --------------
+//
+// The GPU builder derives the whole tree from the sorted codes without a level loop (and so
+// without a host round trip per level). For point i of the Morton-sorted codes:
+//  * its level-L cell is the run of points that share the first 3L code bits with it;
+//  * that cell splits when it holds more than max_leaf points and L < max_depth. Cell sizes only
+//    shrink going down, so the cells of i that split are those of levels 0..D, and i's leaf sits
+//    on level leaf_level(i) = min(max_depth, D + 1);
+//  * the cell of i holds more than max_leaf points exactly when some window of max_leaf + 1
+//    consecutive points that contains i lies inside it. So D + 1 is the largest window_level(j)
+//    over the windows [j, j + max_leaf] that contain i, a sliding maximum (the builder computes it
+//    with two segmented scans, van Herk / Gil-Werman);
+//  * i starts a cell on every level from first_level(i) down; it starts a node on the levels
+//    first_level(i)..leaf_level(i) (none when that is empty). A point that starts at least one
+//    node starts exactly one leaf (on leaf_level(i)): the "leaf starts", in point order the
+//    leaves in Morton order.
+// Numbering the nodes level by level, each level in point order, gives build_octree's numbering;
+// flat_node() then finds a node's links from that numbering and its inverse (a leaf's range in
+// O(1), an internal node's end by one binary search over its codes).
+
+namespace detail {
+CANOPY_HD inline int leading_zeros64(std::uint64_t x) {  // x != 0
+#if CANOPY_DEVICE_CODE
+  return __clzll(static_cast<long long>(x));
+#else
+  return __builtin_clzll(x);
+#endif
+}
+}  // namespace detail
+
+// The deepest level on which codes a and b lie in the same cell (21 when they are equal).
+CANOPY_HD inline int common_level(std::uint64_t a, std::uint64_t b) {
+  const std::uint64_t x = a ^ b;
+  if (x == 0) return max_octree_depth;
+  return (detail::leading_zeros64(x) - 1) / 3;  // 63-bit codes: bit 63 is zero in both
+}
+
+// 1 + the deepest level whose cell holds points j and j + max_leaf of the sorted codes (and so
+// max_leaf + 1 points), 0 when there is no such window (j + max_leaf >= n).
+CANOPY_HD inline std::uint8_t window_level(const std::uint64_t* codes, std::int64_t n, std::int64_t j,
+                                           std::int64_t max_leaf) {
+  if (j + max_leaf >= n) return 0;
+  return static_cast<std::uint8_t>(1 + common_level(codes[j], codes[j + max_leaf]));
+}
+
+// The shallowest level on which point i of the sorted codes starts a cell: 0 for the first point,
+// never (22) for a repeat of the previous code.
+CANOPY_HD inline int first_level(const std::uint64_t* codes, std::int64_t i) {
+  return i == 0 ? 0 : common_level(codes[i - 1], codes[i]) + 1;
+}
+
+// The level of point i's leaf from the largest window_level over the windows that contain it.
+CANOPY_HD constexpr int leaf_level(int largest_window_level, int max_depth) {
+  return detail::min_of(largest_window_level, max_depth);
+}
+
+// The largest of P[t .. t + w - 1] from the prefix maxima `pre` and suffix maxima `suf` of P
+// taken within the aligned segments [k w, (k + 1) w) (van Herk / Gil-Werman: a window of w
+// straddles at most two segments). The builder's P[t] is window_level(t - max_leaf), 0 for t <
+// max_leaf, with w = max_leaf + 1: the window of t = i covers the windows that contain point i.
+CANOPY_HD inline std::uint8_t sliding_max(const std::uint8_t* pre, const std::uint8_t* suf, std::int64_t t, std::int64_t w) {
+  return t % w == 0 ? suf[t] : detail::max_of(suf[t], pre[t + w - 1]);
+}
+
+// A point's levels, packed in 16 bits: first_level in the low byte, leaf_level in the high one.
+CANOPY_HD constexpr std::uint16_t pack_span(int first, int leaf) {
+  return static_cast<std::uint16_t>(first | leaf << 8);
+}
+CANOPY_HD constexpr int span_first(std::uint16_t s) { return s & 0xff; }
+CANOPY_HD constexpr int span_leaf(std::uint16_t s) { return s >> 8; }
+CANOPY_HD constexpr bool starts_leaf(std::uint16_t s) { return span_first(s) <= span_leaf(s); }
+CANOPY_HD constexpr int span_nodes(std::uint16_t s) { return starts_leaf(s) ? span_leaf(s) - span_first(s) + 1 : 0; }
+
+// What flat_node reads: the sorted codes, the leaf starts (the point of each, in point order), the
+// span of every point, and the nodes numbered level by level: node_leaf[id] = the leaf start
+// whose point begins node id (ascending within a level); the node of leaf start e on level l is
+// node_of_slot[first_slot[e] + l - span_first(e's span)] (first_slot: the exclusive sum of the leaf
+// starts' node counts); level_offset as build_octree's, every one of its 23 slots filled.
+struct flat_tree_view {
+  const std::uint64_t* codes;
+  std::int32_t n;
+  const std::int32_t* leaf_point;  // per leaf start
+  std::int32_t leaf_count;
+  const std::uint16_t* span;       // per point
+  const std::int32_t* node_leaf;   // per node
+  const std::int32_t* first_slot;  // per leaf start
+  const std::int32_t* node_of_slot;  // per node
+  const std::int32_t* level_offset;
+  box cube;
+};
+
+// A node's links but its parent: the caller sets parent[first_child + k] = id for its children
+// (and -1 for the root), so that no node searches for its parent.
+struct flat_node_links {
+  std::int32_t first_child, child_count, point_begin, point_count;
+  bool leaf;
+};
+
+// Node `id` on level `level` of the flat numbering: its point range, children, and whether it is a
+// leaf. Reads only the view (never another node's result), so every node can be computed at once.
+CANOPY_HD inline flat_node_links flat_node(const flat_tree_view& v, std::int32_t id, int level) {
+  const std::int32_t e = v.node_leaf[id];
+  const std::int32_t begin = v.leaf_point[e];
+  const std::uint16_t s = v.span[begin];
+  flat_node_links r{-1, 0, begin, 0, span_leaf(s) == level};
+  if (r.leaf) {  // leaves tile the points: this one ends where the next begins
+    r.point_count = (e + 1 < v.leaf_count ? v.leaf_point[e + 1] : v.n) - begin;
+    return r;
+  }
+  // The end: where the next node on this level starts when it is a sibling (no cell of the
+  // parent lies between two of its children); else the first point after begin outside the
+  // node's cell, before the next node's start (the points between belong to shallower leaves).
+  const std::int32_t next_start = id + 1 < v.level_offset[level + 1] ? v.leaf_point[v.node_leaf[id + 1]] : v.n;
+  const bool sibling_next = level > 0 && next_start < v.n &&
+                            morton_prefix(v.codes[next_start], level - 1) == morton_prefix(v.codes[begin], level - 1);
+  const std::uint64_t prefix = morton_prefix(v.codes[begin], level);
+  std::int32_t lo = sibling_next ? next_start : begin + 1, count = sibling_next ? 0 : next_start - lo;
+  while (count > 0) {  // partition point of "same cell"
+    const std::int32_t half = count / 2;
+    if (morton_prefix(v.codes[lo + half], level) == prefix) {
+      lo += half + 1;
+      count -= half + 1;
+    } else {
+      count = half;
+    }
+  }
+  r.point_count = lo - begin;
+  // The first child starts where the node starts (the same leaf start, one level down); the
+  // others follow it on that level, at most 7 more, while they start inside the node.
+  r.first_child = v.node_of_slot[v.first_slot[e] + level + 1 - span_first(s)];
+  const std::int32_t last = v.level_offset[level + 2];
+  int k = 1;
+  while (k < 8 && r.first_child + k < last && v.leaf_point[v.node_leaf[r.first_child + k]] < lo) ++k;
+  r.child_count = k;
+  return r;
+}
+
 }  // namespace canopy::trees

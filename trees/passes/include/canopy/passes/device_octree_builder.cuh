@@ -13,26 +13,28 @@
 // cub::DeviceReduce over the points); the root cube (octree_steps.hpp's bounding_cube, the host's
 // double arithmetic); 63-bit Morton codes (morton.hpp); one cub::DeviceRadixSort of (code, index)
 // pairs over bits [0, 63) (stable: equal codes keep input order, like the host's sort); the
-// gather of the points into Morton order; then the tree, one level at a time: 8 threads per node
-// each binary-search one octant boundary in the node's range of sorted codes, a cub::DeviceScan
-// numbers the children, and 8 threads per node write them (parent, point range, level, cell box);
-// finally the leaves in Morton order (cub::DeviceSelect over a per-point slot array).
+// gather of the points into Morton order; then the tree without a level loop (octree_steps.hpp,
+// "the flat build"): every point's span of node levels from a sliding maximum over windows of
+// max_leaf + 1 sorted codes (two cub::DeviceScan::InclusiveScanByKey), the leaf starts
+// (cub::DeviceSelect) and the node count per level; one (level, leaf start) pair per node, sorted
+// stably by level (a one-pass cub::DeviceRadixSort) numbers the nodes as build_octree does; one
+// thread per node then finds its links by binary searches over that numbering and writes them with
+// its point range, level and cell box, and the leaves in Morton order.
 //
-// Host synchronisation: once per level (the next level's width decides the next launches and
-// whether the node arrays must grow), i.e. depth + 1 cudaStreamSynchronize calls per build, each
-// waiting for one split, one scan and one emit kernel plus an 8-byte copy: about 10-20 us per
-// level, 0.1-0.3 ms for a 12-level tree. The rejected-point check is read with level 0's copy, so
-// it costs no extra round trip. No per-node host work.
+// Host synchronisation: one per build, after the spans (the rejected-point check, the leaf count
+// and the nodes per level, which size the node arrays and give the host its level_offset). It
+// waits for the box, codes, sort, gather and spans; the nodes are then emitted behind it on the
+// stream. No per-level or per-node host work.
 //
 // Memory (device_octree_builder::workspace_bytes() reports what is held; the GPU test prints it
 // per point): the workspace is 20 bytes per point (two 8-byte code buffers for the sort, one
-// 4-byte index buffer, reused as the leaf slots) plus 48 bytes per node of the widest level (the
-// eight octant ends and two 8-byte counters) plus CUB's temporary storage (well under 1 byte per
-// point for the sort's look-back state). The result holds 16 (points) + 4 (permutation) bytes per
-// point and 69 bytes per node (parent, first_child, child_count, point_begin, point_count, level,
-// 48-byte bounds) plus 4 per leaf. Buffers grow (x1.5 when the node arrays fill up mid-build) and
-// never shrink; build_into() reuses the result's buffers too, so a steady stream of builds of
-// similar size allocates nothing.
+// 4-byte index buffer; after the sort the free code buffer holds the window levels and their
+// scans, then the leaf starts, and the free index buffer the points' spans) plus 10 bytes per
+// node (the (level, leaf start) pairs, twice for the sort) plus CUB's temporary storage. The
+// result holds 16 (points) + 4 (permutation) bytes per point and 69 bytes per node (parent,
+// first_child, child_count, point_begin, point_count, level, 48-byte bounds) plus 4 per leaf.
+// Buffers grow and never shrink; build_into() reuses the result's buffers too, so a steady stream
+// of builds of similar size allocates nothing.
 //
 // Host code (g++ or nvcc): the kernels and CUB live in src/device_octree_builder.cu, built only
 // with CANOPY_GPU. Not thread-safe: one builder builds one tree at a time; successive builds may
@@ -83,10 +85,11 @@ struct built_device_octree {
 
 // Where a build's time went (set_phase_timing), in ms of CUDA events between the phases, on the
 // build's stream: box (bounding box, rejected points, root cube), keys (Morton codes), sort (the
-// radix sort), gather (points into Morton order), levels (the tree, one host round trip per
-// level included), leaves (their selection in Morton order).
+// radix sort), gather (points into Morton order), spans (every point's levels, the leaf starts
+// and the node count per level, then the build's one host round trip), nodes (numbered and
+// emitted, leaves included).
 struct build_phase_times {
-  double box, keys, sort, gather, levels, leaves;
+  double box, keys, sort, gather, spans, nodes;
 };
 
 class device_octree_builder {
@@ -100,8 +103,8 @@ class device_octree_builder {
 
   // Builds the octree of the `count` points at `points` (device memory; AoS, 16-byte aligned as
   // cudaMalloc gives) into `out`, reusing out's buffers where they are large enough. No work may
-  // still use `out` when this is called. Returns once the last level is known; the leaves'
-  // selection may still be running: use the result in stream order, or synchronise `stream`.
+  // still use `out` when this is called. Returns once the node count is known; the nodes may
+  // still be being emitted: use the result in stream order, or synchronise `stream`.
   // Throws input_error for bad options (max_leaf < 1, max_depth outside [0, 21]), more than
   // 2^31 - 1 points, a rejected point (as build_octree: "device_octree_builder: point 17 (nan, 0,
   // 0, m 1) is not finite"), or a tree of more than 2^31 - 1 nodes; std::invalid_argument for a
