@@ -29,7 +29,7 @@ struct build_bench_options {
 };
 
 /// Milliseconds; stream = CUDA events around the enqueue on one stream (the builder waits for the
-/// host once per level, so it includes those round trips); e2e = host clock until the host may
+/// host once per build, after the spans, so it includes that round trip); e2e = host clock until the host may
 /// use the result.
 struct build_result {
   std::string label;

@@ -94,7 +94,7 @@ int run_build_bench_command(const build_bench_cli& o) {
     return std::string(e.what()).find("differs") != std::string::npos ? exit_mismatch : exit_failed;
   }
   fmt::print("{}, copy bandwidth {:.0f} GB/s. Milliseconds, median (min-max); every GPU tree equal to the host's, node for node,\n"
-             "before it was timed. stream: CUDA events around the enqueue (the builder waits for the host once per level);\n"
+             "before it was timed. stream: CUDA events around the enqueue (the builder waits for the host once per build);\n"
              "e2e: host clock until the host may use the result; pipeline: unsorted device points -> octree -> node task graph.\n\n",
              rep.device, rep.copy_gb_per_s);
   for (const cb::build_result& r : rep.results) {
