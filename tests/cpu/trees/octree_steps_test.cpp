@@ -269,19 +269,9 @@ emulated_build emulate_device_build(const std::vector<point>& input, const build
   std::vector<std::int32_t> order(nodes);
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
-  for (const std::int32_t id : order) {
-    const int level = pairs[id].first;
-    const flat_node_links r = flat_node(view, id, level);
-    if (id == 0) t.parent[0] = -1;
-    for (std::int32_t k = 0; k < r.child_count; ++k) t.parent[r.first_child + k] = id;
-    t.first_child[id] = r.first_child;
-    t.child_count[id] = r.child_count;
-    t.point_begin[id] = r.point_begin;
-    t.point_count[id] = r.point_count;
-    t.level[id] = static_cast<std::uint8_t>(level);
-    t.bounds[id] = cell_box(cube, morton_prefix(sorted[r.point_begin], level), level);
-    if (r.leaf) t.leaves[node_leaf[id]] = id;
-  }
+  const flat_tree_out arrays{t.parent.data(),      t.first_child.data(), t.child_count.data(), t.point_begin.data(),
+                            t.point_count.data(), t.level.data(),       t.bounds.data(),      t.leaves.data()};
+  for (const std::int32_t id : order) emit_flat_node(view, id, pairs[id].first, arrays);
   return out;
 }
 
@@ -350,6 +340,9 @@ std::vector<steps_case> steps_cases() {
     cases.push_back({"identical_inside_uniform", p, {4, 21}});
   }
   for (const canopy::testing::edge_case& c : canopy::testing::accepted_edge_cases()) cases.push_back({"edge_" + c.name, c.points, c.options});
+  // The root's cell is the cube itself: here cube.lo + edge rounds away from cube.hi on y and z
+  // (a review found the flat build recomputing it).
+  cases.push_back({"root_cube_rounding", {point{4000.0f, 0.1f, 0.5f, 1.0f}, point{4000.0f, 0.7f, 0.5f, 1.0f}}, {}});
   return cases;
 }
 

@@ -158,6 +158,19 @@ TEST_F(device_octree_builder_gpu, million_points_each_distribution) {
   expect_matches_host(builder, ct::generate_plummer(1 << 20, 9), {5000, 21}, true);
 }
 
+// The spans' two paths: the tiled kernel (windows up to 1,024 points, many tiles) and the
+// segmented scans (wider), on both sides of the boundary; and a root cube whose lo + edge rounds
+// away from its hi (the root's cell must be the cube itself).
+TEST_F(device_octree_builder_gpu, window_paths_and_the_root_cube) {
+  ct::device_octree_builder builder;
+  const std::vector<ct::point> pts = ct::generate_plummer(200000, 10);
+  for (int max_leaf : {100, 1023, 1024, 1025, 4096}) {
+    SCOPED_TRACE("max_leaf " + std::to_string(max_leaf));
+    expect_matches_host(builder, pts, {max_leaf, 21});
+  }
+  expect_matches_host(builder, {ct::point{4000.0f, 0.1f, 0.5f, 1.0f}, ct::point{4000.0f, 0.7f, 0.5f, 1.0f}}, {});
+}
+
 TEST_F(device_octree_builder_gpu, edge_cases_of_the_stress_suite) {
   ct::device_octree_builder builder;
   for (const canopy::testing::edge_case& c : canopy::testing::accepted_edge_cases()) {

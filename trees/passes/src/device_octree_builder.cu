@@ -71,15 +71,6 @@ struct merge_op {
   CANOPY_HD point_extent operator()(const point_extent& a, const point_extent& b) const { return merge_extents(a, b); }
 };
 
-struct node_arrays {
-  std::int32_t* parent;
-  std::int32_t* first_child;
-  std::int32_t* child_count;
-  std::int32_t* point_begin;
-  std::int32_t* point_count;
-  std::uint8_t* level;
-  box* bounds;
-};
 
 // The levels a build can have: 0..21.
 constexpr int level_slots = max_octree_depth + 1;
@@ -93,7 +84,7 @@ __global__ void start_tree(build_header* header) {
 }
 
 // build_octree's tree of no points: an empty leaf root over the unit cube.
-__global__ void empty_tree(node_arrays nodes, std::int32_t* leaves, std::int32_t* level_offset) {
+__global__ void empty_tree(flat_tree_out nodes, std::int32_t* level_offset) {
   nodes.parent[0] = -1;
   nodes.first_child[0] = -1;
   nodes.child_count[0] = 0;
@@ -101,7 +92,7 @@ __global__ void empty_tree(node_arrays nodes, std::int32_t* leaves, std::int32_t
   nodes.point_count[0] = 0;
   nodes.level[0] = 0;
   nodes.bounds[0] = box{{0.0, 0.0, 0.0}, {1.0, 1.0, 1.0}};
-  leaves[0] = 0;
+  nodes.leaves[0] = 0;
   level_offset[0] = 0;
   level_offset[1] = 1;
 }
@@ -273,25 +264,13 @@ __global__ void number_nodes(const std::int32_t* node_leaf, const std::uint8_t* 
   node_of_slot[first_slot[e] + level_key[t] - span_first(span[leaf_point[e]])] = static_cast<std::int32_t>(t);
 }
 
-// One thread per node: flat_node's links, the level, the cell box; the node is its children's
-// parent; a leaf enters the leaves array at its leaf start's index (so the leaves come out in
-// Morton order).
+// One thread per node: emit_flat_node (octree_steps.hpp).
 __global__ void emit_nodes(flat_tree_view v, const build_header* header, const std::uint8_t* level_key,
-                           std::int32_t nodes_total, node_arrays out, std::int32_t* leaves) {
+                           std::int32_t nodes_total, flat_tree_out out) {
   const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= nodes_total) return;
-  const auto id = static_cast<std::int32_t>(t);
-  const int level = level_key[id];
-  const flat_node_links r = flat_node(v, id, level);
-  if (id == 0) out.parent[0] = -1;
-  for (std::int32_t k = 0; k < r.child_count; ++k) out.parent[r.first_child + k] = id;
-  out.first_child[id] = r.first_child;
-  out.child_count[id] = r.child_count;
-  out.point_begin[id] = r.point_begin;
-  out.point_count[id] = r.point_count;
-  out.level[id] = static_cast<std::uint8_t>(level);
-  out.bounds[id] = cell_box(header->cube, morton_prefix(v.codes[r.point_begin], level), level);
-  if (r.leaf) leaves[v.node_leaf[id]] = id;
+  v.cube = header->cube;
+  emit_flat_node(v, static_cast<std::int32_t>(t), level_key[t], out);
 }
 
 // Makes `b` hold at least `need` elements (contents not kept); `slack` > 1 leaves room to grow.
@@ -488,10 +467,10 @@ struct result_parts {
         bounds(std::move(out.bounds)),
         permutation(std::move(out.permutation)) {}
 
-  node_arrays nodes() const {
-    return node_arrays{tree.parent.data(),      tree.first_child.data(), tree.child_count.data(),
-                       tree.point_begin.data(), tree.point_count.data(), level.data(),
-                       bounds.data()};
+  flat_tree_out nodes(std::int32_t* leaves) const {
+    return flat_tree_out{tree.parent.data(),      tree.first_child.data(), tree.child_count.data(),
+                         tree.point_begin.data(), tree.point_count.data(), level.data(),
+                         bounds.data(),           leaves};
   }
   void ensure_nodes(std::size_t need, cudaStream_t stream) {
     ensure(tree.parent, need, stream);
@@ -524,7 +503,7 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
   if (n == 0) {
     r.ensure_nodes(1, stream);
     ensure(r.tree.leaves, 1, stream);
-    empty_tree<<<1, 1, 0, stream>>>(r.nodes(), r.tree.leaves.data(), r.tree.level_offset.data());
+    empty_tree<<<1, 1, 0, stream>>>(r.nodes(r.tree.leaves.data()), r.tree.level_offset.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
     s.done.record(stream);
     s.done_recorded = true;
@@ -573,7 +552,7 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
   s.mark(3, stream);
   if (values.Current() != r.permutation.data()) std::swap(r.permutation, s.index_spare);
   const std::uint64_t* codes = keys.Current();
-  gather_points<<<static_cast<unsigned>(blocks_for((n + gather_items - 1) / gather_items)), block_threads, 0, stream>>>(
+  gather_points<<<static_cast<unsigned>(blocks_for((std::int64_t{n} + gather_items - 1) / gather_items)), block_threads, 0, stream>>>(
       read, n, r.permutation.data(), r.tree.points.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
   s.mark(4, stream);
@@ -586,7 +565,7 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
   auto* span = reinterpret_cast<std::uint16_t*>(s.index_spare.data());
   CANOPY_CUDA_TRY(cudaMemsetAsync(s.level_nodes.data(), 0, level_slots * sizeof(std::int32_t), stream));
   if (window <= tile_window_limit) {
-    point_spans_tiled<<<static_cast<unsigned>((n + tile_points - 1) / tile_points), block_threads,
+    point_spans_tiled<<<static_cast<unsigned>((std::int64_t{n} + tile_points - 1) / tile_points), block_threads,
                         tile_shared_bytes(window), stream>>>(codes, n, static_cast<int>(window), options.max_depth,
                                                              span, s.level_nodes.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
@@ -677,7 +656,7 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
                             node_of_slot, r.tree.level_offset.data(),
                             box{}};  // emit_nodes reads the cube on the device
   emit_nodes<<<node_blocks, block_threads, 0, stream>>>(view, header, node_keys.Current(), static_cast<std::int32_t>(nodes),
-                                                        r.nodes(), r.tree.leaves.data());
+                                                        r.nodes(r.tree.leaves.data()));
   CANOPY_CUDA_TRY(cudaGetLastError());
   s.mark(6, stream);
   s.phases_recorded = s.time_phases;

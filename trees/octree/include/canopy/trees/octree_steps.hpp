@@ -357,4 +357,34 @@ CANOPY_HD inline flat_node_links flat_node(const flat_tree_view& v, std::int32_t
   return r;
 }
 
+// The arrays a build fills per node (build_octree's; leaves per leaf start).
+struct flat_tree_out {
+  std::int32_t* parent;
+  std::int32_t* first_child;
+  std::int32_t* child_count;
+  std::int32_t* point_begin;
+  std::int32_t* point_count;
+  std::uint8_t* level;
+  box* bounds;
+  std::int32_t* leaves;
+};
+
+// Everything node `id` writes: its links, level and cell; its children's parent (the root's -1);
+// a leaf its entry in the leaves (at its leaf start's index, so the leaves come out in Morton
+// order). The GPU builder's emit_nodes runs it once per node, the CPU test in scrambled order.
+CANOPY_HD inline void emit_flat_node(const flat_tree_view& v, std::int32_t id, int level, const flat_tree_out& out) {
+  const flat_node_links r = flat_node(v, id, level);
+  if (id == 0) out.parent[0] = -1;
+  for (std::int32_t k = 0; k < r.child_count; ++k) out.parent[r.first_child + k] = id;
+  out.first_child[id] = r.first_child;
+  out.child_count[id] = r.child_count;
+  out.point_begin[id] = r.point_begin;
+  out.point_count[id] = r.point_count;
+  out.level[id] = static_cast<std::uint8_t>(level);
+  // The root's cell is the cube itself, as build_octree stores it (cell_box would recompute its
+  // upper faces as lo + edge, which can round differently from the cube's hi).
+  out.bounds[id] = level == 0 ? v.cube : cell_box(v.cube, morton_prefix(v.codes[r.point_begin], level), level);
+  if (r.leaf) out.leaves[v.node_leaf[id]] = id;
+}
+
 }  // namespace canopy::trees

@@ -24,13 +24,14 @@
 // Host synchronisation: one per build, after the spans (the rejected-point check, the leaf count
 // and the nodes per level, which size the node arrays and give the host its level_offset). It
 // waits for the box, codes, sort, gather and spans; the nodes are then emitted behind it on the
-// stream. No per-level or per-node host work.
+// stream. No per-level or per-node host work. (A build that must grow a buffer also waits for the
+// stream before freeing the old one.)
 //
 // Memory (device_octree_builder::workspace_bytes() reports what is held; the GPU test prints it
 // per point): the workspace is 20 bytes per point (two 8-byte code buffers for the sort, one
 // 4-byte index buffer; after the sort the free code buffer holds the window levels and their
 // scans, then the leaf starts, and the free index buffer the points' spans) plus 10 bytes per
-// node (the (level, leaf start) pairs, twice for the sort) plus CUB's temporary storage. The
+// node (the (level, leaf start) pairs, twice for the sort; 12.5 with the 25% growth slack) plus CUB's temporary storage. The
 // result holds 16 (points) + 4 (permutation) bytes per point and 69 bytes per node (parent,
 // first_child, child_count, point_begin, point_count, level, 48-byte bounds) plus 4 per leaf.
 // Buffers grow and never shrink; build_into() reuses the result's buffers too, so a steady stream
