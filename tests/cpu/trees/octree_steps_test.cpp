@@ -257,7 +257,7 @@ emulated_build emulate_device_build(const std::vector<point>& input, const build
   }
   // emit_nodes, in scrambled order (every node reads only the view; parents are written by them).
   const flat_tree_view view{sorted.data(), n, leaf_point.data(), static_cast<std::int32_t>(leaf_point.size()), span.data(),
-                            node_leaf.data(), first_slot.data(), node_of_slot.data(), device_offset.data(), cube};
+                            node_leaf.data(), first_slot.data(), node_of_slot.data(), device_offset.data()};
   t.parent.assign(nodes, -7);
   t.first_child.assign(nodes, -7);
   t.child_count.assign(nodes, -7);
@@ -271,7 +271,7 @@ emulated_build emulate_device_build(const std::vector<point>& input, const build
   std::shuffle(order.begin(), order.end(), rng);
   const flat_tree_out arrays{t.parent.data(),      t.first_child.data(), t.child_count.data(), t.point_begin.data(),
                             t.point_count.data(), t.level.data(),       t.bounds.data(),      t.leaves.data()};
-  for (const std::int32_t id : order) emit_flat_node(view, id, pairs[id].first, arrays);
+  for (const std::int32_t id : order) emit_flat_node(view, cube, id, pairs[id].first, arrays);
   return out;
 }
 
@@ -395,44 +395,6 @@ TEST(OctreeStepsEmulationExtra, RejectsTheSamePointWithTheSameProblem) {
       EXPECT_NE(host->find("point 45000"), std::string::npos) << *host;
       EXPECT_NE(host->find("beyond"), std::string::npos) << *host;
     }
-  }
-}
-
-TEST(OctreeSteps, OctantEndIsThePartitionPoint) {
-  // Sorted codes of one level-2 node with gaps in its octants; every (range, octant) agrees with
-  // std::partition_point.
-  std::mt19937_64 rng(8);
-  for (int trial = 0; trial < 200; ++trial) {
-    const int level = trial % 21;
-    const std::uint64_t prefix = (rng() >> 1) >> (3 * (21 - level)) << (3 * (21 - level));
-    std::vector<std::uint64_t> codes(1 + rng() % 100);
-    const unsigned allowed = static_cast<unsigned>(rng() & 0xff) | 1u;
-    for (std::uint64_t& c : codes) {
-      unsigned o = static_cast<unsigned>(rng() & 7);
-      while (((allowed >> o) & 1u) == 0) o = (o + 1) & 7;
-      const int shift = 3 * (21 - 1 - level);
-      c = prefix | static_cast<std::uint64_t>(o) << shift | ((rng() >> 1) & ((std::uint64_t{1} << shift) - 1));
-    }
-    std::sort(codes.begin(), codes.end());
-    const auto count = static_cast<std::int32_t>(codes.size());
-    std::int32_t ends[8];
-    for (unsigned o = 0; o < 8; ++o) {
-      const auto it = std::partition_point(codes.begin(), codes.end(),
-                                           [&](std::uint64_t c) { return morton_octant(c, level) <= o; });
-      ends[o] = octant_end(codes.data(), 0, count, level, o);
-      ASSERT_EQ(ends[o], it - codes.begin()) << "trial " << trial << " octant " << o;
-    }
-    const unsigned occupied = occupied_octants(0, ends);
-    unsigned expected = 0;
-    for (std::uint64_t c : codes) expected |= 1u << morton_octant(c, level);
-    EXPECT_EQ(occupied, expected);
-    int rank = 0;
-    for (unsigned o = 0; o < 8; ++o) {
-      if ((occupied >> o) & 1u) {
-        EXPECT_EQ(child_rank(occupied, o), rank++);
-      }
-    }
-    EXPECT_EQ(child_total(occupied), rank);
   }
 }
 

@@ -71,7 +71,6 @@ struct merge_op {
   CANOPY_HD point_extent operator()(const point_extent& a, const point_extent& b) const { return merge_extents(a, b); }
 };
 
-
 // The levels a build can have: 0..21.
 constexpr int level_slots = max_octree_depth + 1;
 
@@ -147,23 +146,33 @@ struct max_u8 {
   CANOPY_HD std::uint8_t operator()(std::uint8_t a, std::uint8_t b) const { return a < b ? b : a; }
 };
 
-// Per point: its span (first level, leaf level), and the node count of every level summed over
-// the block's leaf starts into `level_nodes` (one atomic per level and block).
+// The span kernels' per-block node counts: a shared counter per level, cleared, added to for
+// every level of a point's span, then flushed to `level_nodes` (one atomic per level and block).
+__device__ void clear_level_counts(std::int32_t* counts) {
+  for (int l = static_cast<int>(threadIdx.x); l < level_slots; l += blockDim.x) counts[l] = 0;
+}
+__device__ void flush_level_counts(const std::int32_t* counts, std::int32_t* level_nodes) {
+  for (int l = static_cast<int>(threadIdx.x); l < level_slots; l += blockDim.x)
+    if (counts[l] != 0) atomicAdd(&level_nodes[l], counts[l]);
+}
+// Point i's span from its first level and the largest window level over the windows it is in.
+__device__ void record_span(std::int64_t i, int first, std::uint8_t largest, int max_depth, std::uint16_t* span,
+                            std::int32_t* counts) {
+  const int leaf = leaf_level(largest, max_depth);
+  span[i] = pack_span(first, leaf);
+  for (int l = first; l <= leaf; ++l) atomicAdd(&counts[l], 1);
+}
+
+// Per point: its span (first level, leaf level), and the node count of every level.
 __global__ void point_spans(const std::uint64_t* codes, std::int32_t n, const std::uint8_t* pre, const std::uint8_t* suf,
                             std::int64_t width, int max_depth, std::uint16_t* span, std::int32_t* level_nodes) {
   __shared__ std::int32_t counts[level_slots];
-  for (int l = static_cast<int>(threadIdx.x); l < level_slots; l += blockDim.x) counts[l] = 0;
+  clear_level_counts(counts);
   __syncthreads();
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) {
-    const int first = first_level(codes, i);
-    const int leaf = leaf_level(sliding_max(pre, suf, i, width), max_depth);
-    span[i] = pack_span(first, leaf);
-    for (int l = first; l <= leaf; ++l) atomicAdd(&counts[l], 1);
-  }
+  if (i < n) record_span(i, first_level(codes, i), sliding_max(pre, suf, i, width), max_depth, span, counts);
   __syncthreads();
-  for (int l = static_cast<int>(threadIdx.x); l < level_slots; l += blockDim.x)
-    if (counts[l] != 0) atomicAdd(&level_nodes[l], counts[l]);
+  flush_level_counts(counts, level_nodes);
 }
 
 // point_spans for windows up to tile_window_limit, in one pass over the codes: a block's tile of
@@ -187,7 +196,7 @@ __global__ void point_spans_tiled(const std::uint64_t* codes, std::int32_t n, in
   std::uint8_t* other = levels + levels_len;
   const std::int64_t i0 = static_cast<std::int64_t>(blockIdx.x) * tile_points;
   const std::int64_t j0 = i0 - window;
-  for (int l = static_cast<int>(threadIdx.x); l < level_slots; l += blockDim.x) counts[l] = 0;
+  clear_level_counts(counts);
   for (int u = static_cast<int>(threadIdx.x); u < tile_points + 2 * window; u += blockDim.x) {
     const std::int64_t j = j0 + u;
     tile_codes[u] = j >= 0 && j < n ? codes[j] : 0;
@@ -195,8 +204,7 @@ __global__ void point_spans_tiled(const std::uint64_t* codes, std::int32_t n, in
   __syncthreads();
   for (int u = static_cast<int>(threadIdx.x); u < levels_len; u += blockDim.x) {
     const std::int64_t j = j0 + u;
-    levels[u] = j < 0 || j + window >= n ? std::uint8_t{0}
-                                         : static_cast<std::uint8_t>(1 + common_level(tile_codes[u], tile_codes[u + window]));
+    levels[u] = j < 0 || j + window >= n ? std::uint8_t{0} : window_level(tile_codes[u], tile_codes[u + window]);
   }
   __syncthreads();
   // After round k, levels[u] = max over [u, u + 2^(k+1)) (valid while u + 2^(k+1) <= levels_len).
@@ -213,15 +221,11 @@ __global__ void point_spans_tiled(const std::uint64_t* codes, std::int32_t n, in
   for (int k = static_cast<int>(threadIdx.x); k < tile_points; k += blockDim.x) {
     const std::int64_t i = i0 + k;
     if (i >= n) break;
-    const std::uint8_t largest = max_u8{}(levels[k], levels[k + window + 1 - reach]);
-    const int first = i == 0 ? 0 : common_level(tile_codes[k + window - 1], tile_codes[k + window]) + 1;
-    const int leaf = leaf_level(largest, max_depth);
-    span[i] = pack_span(first, leaf);
-    for (int l = first; l <= leaf; ++l) atomicAdd(&counts[l], 1);
+    const int first = i == 0 ? 0 : first_level(tile_codes[k + window - 1], tile_codes[k + window]);
+    record_span(i, first, max_u8{}(levels[k], levels[k + window + 1 - reach]), max_depth, span, counts);
   }
   __syncthreads();
-  for (int l = static_cast<int>(threadIdx.x); l < level_slots; l += blockDim.x)
-    if (counts[l] != 0) atomicAdd(&level_nodes[l], counts[l]);
+  flush_level_counts(counts, level_nodes);
 }
 
 struct is_leaf_start {
@@ -269,8 +273,7 @@ __global__ void emit_nodes(flat_tree_view v, const build_header* header, const s
                            std::int32_t nodes_total, flat_tree_out out) {
   const std::int64_t t = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= nodes_total) return;
-  v.cube = header->cube;
-  emit_flat_node(v, static_cast<std::int32_t>(t), level_key[t], out);
+  emit_flat_node(v, header->cube, static_cast<std::int32_t>(t), level_key[t], out);
 }
 
 // Makes `b` hold at least `need` elements (contents not kept); `slack` > 1 leaves room to grow.
@@ -283,17 +286,6 @@ void ensure(device_buffer<T>& b, std::size_t need, cudaStream_t stream, double s
     b = device_buffer<T>();  // free first: lower peak memory
   }
   b = device_buffer<T>(std::max(need, static_cast<std::size_t>(static_cast<double>(need) * slack)));
-}
-
-// Makes `b` hold at least `need` elements, keeping the first `keep`.
-template <class T>
-void grow_keeping(device_buffer<T>& b, std::size_t need, std::size_t keep, cudaStream_t stream) {
-  if (b.size() >= need) return;
-  device_buffer<T> bigger(need);
-  if (keep != 0)
-    CANOPY_CUDA_TRY(cudaMemcpyAsync(bigger.data(), b.data(), keep * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // the copy (and queued readers) before the old one goes
-  b = std::move(bigger);
 }
 
 template <class T>
@@ -653,8 +645,7 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
                                                           node_of_slot);
   CANOPY_CUDA_TRY(cudaGetLastError());
   const flat_tree_view view{codes,    n,           leaf_point, leaves, span, node_values.Current(), position,
-                            node_of_slot, r.tree.level_offset.data(),
-                            box{}};  // emit_nodes reads the cube on the device
+                            node_of_slot, r.tree.level_offset.data()};
   emit_nodes<<<node_blocks, block_threads, 0, stream>>>(view, header, node_keys.Current(), static_cast<std::int32_t>(nodes),
                                                         r.nodes(r.tree.leaves.data()));
   CANOPY_CUDA_TRY(cudaGetLastError());

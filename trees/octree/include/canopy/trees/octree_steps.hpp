@@ -1,8 +1,8 @@
 // The steps of the adaptive octree build as portable functions (CANOPY_HD; g++, and nvcc host and
-// device code): which points are rejected, their bounding box, the root cube, a cell's bounds,
-// which nodes split, where a node's sorted codes change octant, and where each child goes.
-// build_octree (octree.cpp) and the GPU builder (canopy/passes/device_octree_builder.cuh) both
-// call these, so the two agree bit for bit.
+// device code): which points are rejected, their bounding box, the root cube, a cell's bounds
+// (build_octree in octree.cpp and the GPU builder both call these, so the two agree bit for bit),
+// and the GPU builder's flat build: every point's node levels from its sorted neighbours, and each
+// node's links from the level-by-level numbering (driven over host arrays by the CPU test).
 //
 // The double arithmetic goes through detail::add/sub/mul, which are the plain operators on the
 // host and __dadd_rn/__dsub_rn/__dmul_rn in device code: nvcc would otherwise fuse a multiply and
@@ -63,11 +63,6 @@ CANOPY_HD constexpr T min_of(T a, T b) {
 // |v|, except that -0.0 stays -0.0: only compared against positive values here, where the sign of
 // a zero cannot matter.
 CANOPY_HD constexpr double abs_value(double v) { return v < 0.0 ? -v : v; }
-CANOPY_HD constexpr int popcount8(unsigned bits) {
-  int c = 0;
-  for (int i = 0; i < 8; ++i) c += static_cast<int>((bits >> i) & 1u);
-  return c;
-}
 
 }  // namespace detail
 
@@ -173,53 +168,6 @@ CANOPY_HD inline box cell_box(const box& cube, std::uint64_t prefix, int level) 
   return b;
 }
 
-// ---------------------------------------------------------------- splitting -------------------
-
-// A node splits when it holds more than max_leaf points and sits above max_depth.
-CANOPY_HD constexpr bool node_splits(std::int32_t point_count, int level, int max_leaf, int max_depth) {
-  return level < max_depth && point_count > max_leaf;
-}
-
-// Where octant `octant` of a level-`level` node (level < 21) ends: the first position in
-// [begin, end) of the Morton-sorted `codes` whose octant below the node is greater than `octant`
-// (end when none). The node's codes share their first 3*level bits, so the octant is monotone over
-// the range and one binary search finds the boundary (std::partition_point).
-CANOPY_HD inline std::int32_t octant_end(const std::uint64_t* codes, std::int32_t begin, std::int32_t end, int level,
-                                         unsigned octant) {
-  std::int32_t lo = begin, count = end - begin;
-  while (count > 0) {
-    const std::int32_t half = count / 2;
-    if (morton_octant(codes[lo + half], level) <= octant) {
-      lo += half + 1;
-      count -= half + 1;
-    } else {
-      count = half;
-    }
-  }
-  return lo;
-}
-
-// The octants of a splitting node that hold points, as bits (bit o: octant o), from the ends of
-// its eight octant ranges (ends[o] = octant_end(..., o); octant o covers [ends[o-1], ends[o]),
-// octant 0 starts at the node's first point `begin`).
-CANOPY_HD constexpr unsigned occupied_octants(std::int32_t begin, const std::int32_t ends[8]) {
-  unsigned bits = 0;
-  std::int32_t from = begin;
-  for (unsigned o = 0; o < 8; ++o) {
-    bits |= static_cast<unsigned>(ends[o] > from) << o;
-    from = ends[o];
-  }
-  return bits;
-}
-
-// A node's children are its non-empty octants in increasing octant order: the one of octant
-// `octant` is child number child_rank(occupied, octant) (the occupied octants below it).
-CANOPY_HD constexpr int child_rank(unsigned occupied, unsigned octant) {
-  return detail::popcount8(occupied & ((1u << octant) - 1u));
-}
-CANOPY_HD constexpr int child_total(unsigned occupied) { return detail::popcount8(occupied); }
-
-
 // ---------------------------------------------------------------- the flat build --------------
 //
 // The GPU builder derives the whole tree from the sorted codes without a level loop (and so
@@ -257,18 +205,23 @@ CANOPY_HD inline int common_level(std::uint64_t a, std::uint64_t b) {
   return (detail::leading_zeros64(x) - 1) / 3;  // 63-bit codes: bit 63 is zero in both
 }
 
-// 1 + the deepest level whose cell holds points j and j + max_leaf of the sorted codes (and so
-// max_leaf + 1 points), 0 when there is no such window (j + max_leaf >= n).
+// 1 + the deepest level whose cell holds both ends of a window of sorted codes (0 is kept for
+// "no window").
+CANOPY_HD inline std::uint8_t window_level(std::uint64_t first, std::uint64_t last) {
+  return static_cast<std::uint8_t>(1 + common_level(first, last));
+}
+// The same for the window [j, j + max_leaf] of the sorted codes (and so max_leaf + 1 points), 0
+// when there is no such window (j + max_leaf >= n).
 CANOPY_HD inline std::uint8_t window_level(const std::uint64_t* codes, std::int64_t n, std::int64_t j,
                                            std::int64_t max_leaf) {
-  if (j + max_leaf >= n) return 0;
-  return static_cast<std::uint8_t>(1 + common_level(codes[j], codes[j + max_leaf]));
+  return j + max_leaf >= n ? std::uint8_t{0} : window_level(codes[j], codes[j + max_leaf]);
 }
 
-// The shallowest level on which point i of the sorted codes starts a cell: 0 for the first point,
-// never (22) for a repeat of the previous code.
+// The shallowest level on which a point starts a cell, from its code and the previous point's:
+// never (22) for a repeat of the previous code. The first point starts the root (level 0).
+CANOPY_HD inline int first_level(std::uint64_t previous, std::uint64_t code) { return common_level(previous, code) + 1; }
 CANOPY_HD inline int first_level(const std::uint64_t* codes, std::int64_t i) {
-  return i == 0 ? 0 : common_level(codes[i - 1], codes[i]) + 1;
+  return i == 0 ? 0 : first_level(codes[i - 1], codes[i]);
 }
 
 // The level of point i's leaf from the largest window_level over the windows that contain it.
@@ -308,7 +261,6 @@ struct flat_tree_view {
   const std::int32_t* first_slot;  // per leaf start
   const std::int32_t* node_of_slot;  // per node
   const std::int32_t* level_offset;
-  box cube;
 };
 
 // A node's links but its parent: the caller sets parent[first_child + k] = id for its children
@@ -369,10 +321,11 @@ struct flat_tree_out {
   std::int32_t* leaves;
 };
 
-// Everything node `id` writes: its links, level and cell; its children's parent (the root's -1);
+// Everything node `id` writes: its links, level and cell (of the root cube `cube`); its children's parent (the root's -1);
 // a leaf its entry in the leaves (at its leaf start's index, so the leaves come out in Morton
 // order). The GPU builder's emit_nodes runs it once per node, the CPU test in scrambled order.
-CANOPY_HD inline void emit_flat_node(const flat_tree_view& v, std::int32_t id, int level, const flat_tree_out& out) {
+CANOPY_HD inline void emit_flat_node(const flat_tree_view& v, const box& cube, std::int32_t id, int level,
+                                     const flat_tree_out& out) {
   const flat_node_links r = flat_node(v, id, level);
   if (id == 0) out.parent[0] = -1;
   for (std::int32_t k = 0; k < r.child_count; ++k) out.parent[r.first_child + k] = id;
@@ -383,7 +336,7 @@ CANOPY_HD inline void emit_flat_node(const flat_tree_view& v, std::int32_t id, i
   out.level[id] = static_cast<std::uint8_t>(level);
   // The root's cell is the cube itself, as build_octree stores it (cell_box would recompute its
   // upper faces as lo + edge, which can round differently from the cube's hi).
-  out.bounds[id] = level == 0 ? v.cube : cell_box(v.cube, morton_prefix(v.codes[r.point_begin], level), level);
+  out.bounds[id] = level == 0 ? cube : cell_box(cube, morton_prefix(v.codes[r.point_begin], level), level);
   if (r.leaf) out.leaves[v.node_leaf[id]] = id;
 }
 
