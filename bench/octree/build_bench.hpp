@@ -38,9 +38,12 @@ struct build_result {
   summary host_ms;           ///< build_octree, host clock
   summary gpu_build_stream;  ///< device_octree_builder::build_into
   summary gpu_build_e2e;
-  summary node_graph_stream; ///< make_device_upward_graph on the built tree
+  summary node_graph_stream; ///< make_device_upward_graph(built.tree.ref()): checked, two host waits
+  summary trusted_graph_stream;  ///< make_device_upward_graph(built): the builder's tree, no check, no host wait
   summary twig_graph_stream; ///< make_device_twig_graph on the built tree
-  summary pipeline_e2e;      ///< unsorted device points -> tree -> node task graph ready to run
+  summary pipeline_stream;   ///< unsorted device points -> tree -> node task graph ready to run (build + trusted graph)
+  summary pipeline_e2e;      ///< the same, host clock until the host may launch on it
+  summary pipeline_checked_e2e;  ///< build, stream synchronisation, then the checked graph (host clock)
   /// The GPU build's phases (device_octree_builder::last_phase_times), stream time of each.
   summary box, keys, sort, gather, spans, nodes_emit;
   double floor_ms = 0;       ///< the build's fewest bytes (points read, sorted points and permutation written) at copy bandwidth

@@ -58,9 +58,10 @@ build_report run_build_bench(const std::vector<build_case>& cases, const build_b
       throw std::runtime_error("bench build: " + c.label + ": the GPU tree differs from the host's: " + d);
     r.checked = true;
 
-    std::vector<double> build_stream, build_e2e, node_graph, twig_graph, pipeline;
+    std::vector<double> build_stream, build_e2e, node_graph, trusted_graph, twig_graph, pipeline, pipeline_stream, pipeline_checked;
     std::vector<double> ph[6];
     builder.set_phase_timing(true);
+    device_task_graph piped;  // the pipeline's graph, rebuilt into every step as a simulation would
     for (int i = 0; i < o.warmup + o.reps; ++i) {
       CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
       const auto t0 = clock_type::now();
@@ -80,7 +81,22 @@ build_report run_build_bench(const std::vector<build_case>& cases, const build_b
       const trees::device_twig_graph tg = trees::make_device_twig_graph(built.tree.ref(), stream, &ws);
       b.record(stream);
       CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
-      if (g.task_count() != host.node_count() || tg.graph.task_count() <= 0)
+      const double twig_ms = elapsed_ms(a, b);
+      a.record(stream);
+      const device_task_graph trusted = trees::make_device_upward_graph(built, stream);  // no host wait
+      b.record(stream);
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+      const double trusted_ms = elapsed_ms(a, b);
+      // The pipeline as a simulation step runs it: build, then the builder's graph, one stream.
+      const auto t1 = clock_type::now();
+      a.record(stream);
+      builder.build_into(d_points.data(), c.points.size(), c.options, built, stream);
+      trees::make_device_upward_graph(built, piped, stream);  // reuses the last step's arrays
+      b.record(stream);
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+      const double pipe_e2e = ms_since(t1);
+      if (g.task_count() != host.node_count() || tg.graph.task_count() <= 0 || trusted.task_count() != host.node_count() ||
+          piped.task_count() != host.node_count() || piped.source_count() != g.source_count())
         throw std::runtime_error("bench build: " + c.label + ": a device task graph has the wrong size");
       if (i < o.warmup) continue;
       if (const auto p = builder.last_phase_times()) {
@@ -90,17 +106,29 @@ build_report run_build_bench(const std::vector<build_case>& cases, const build_b
       build_e2e.push_back(e2e);
       build_stream.push_back(stream_ms);
       node_graph.push_back(node_ms);
-      twig_graph.push_back(elapsed_ms(a, b));
-      pipeline.push_back(pipe);
+      trusted_graph.push_back(trusted_ms);
+      twig_graph.push_back(twig_ms);
+      pipeline_checked.push_back(pipe);
+      pipeline.push_back(pipe_e2e);
+      pipeline_stream.push_back(elapsed_ms(a, b));
     }
     // After the timed builds: the last one must still be the host's tree.
     if (const std::string d = trees::structure_difference(built.download(stream), host); !d.empty())
       throw std::runtime_error("bench build: " + c.label + ": a timed GPU build differs from the host's: " + d);
+    {  // ... and the pipeline's graph the checked one of that tree, array for array
+      const task_graph want = trees::make_device_upward_graph(built.tree.ref(), stream).download();
+      const task_graph got = piped.download();
+      if (got.parent() != want.parent() || got.dependency_count() != want.dependency_count() || got.sources() != want.sources())
+        throw std::runtime_error("bench build: " + c.label + ": the builder's task graph differs from the checked one");
+    }
     r.gpu_build_stream = summarize(build_stream);
     r.gpu_build_e2e = summarize(build_e2e);
     r.node_graph_stream = summarize(node_graph);
+    r.trusted_graph_stream = summarize(trusted_graph);
     r.twig_graph_stream = summarize(twig_graph);
     r.pipeline_e2e = summarize(pipeline);
+    r.pipeline_stream = summarize(pipeline_stream);
+    r.pipeline_checked_e2e = summarize(pipeline_checked);
     if (!ph[0].empty()) {
       r.box = summarize(ph[0]);
       r.keys = summarize(ph[1]);

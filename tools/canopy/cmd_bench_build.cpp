@@ -95,7 +95,8 @@ int run_build_bench_command(const build_bench_cli& o) {
   }
   fmt::print("{}, copy bandwidth {:.0f} GB/s. Milliseconds, median (min-max); every GPU tree equal to the host's, node for node,\n"
              "before it was timed. stream: CUDA events around the enqueue (the builder waits for the host once per build);\n"
-             "e2e: host clock until the host may use the result; pipeline: unsorted device points -> octree -> node task graph.\n\n",
+             "e2e: host clock until the host may use the result; pipeline: unsorted device points -> octree -> node task graph\n"
+             "(build_into, then make_device_upward_graph of the built tree, on one stream).\n\n",
              rep.device, rep.copy_gb_per_s);
   for (const cb::build_result& r : rep.results) {
     fmt::print("{}: {} points, {} nodes, {} leaves, depth {}; GPU workspace {:.1f} bytes/point\n", r.label, r.points, r.nodes,
@@ -107,9 +108,12 @@ int run_build_bench_command(const build_bench_cli& o) {
                r.host_ms.median / r.gpu_build_e2e.median);
     fmt::print("    phases: box {:.3f}, keys {:.3f}, sort {:.3f}, gather {:.3f}, spans {:.3f}, nodes {:.3f} (medians)\n",
                r.box.median, r.keys.median, r.sort.median, r.gather.median, r.spans.median, r.nodes_emit.median);
-    fmt::print("  node task graph, stream    {}\n", fmt_summary(r.node_graph_stream));
+    fmt::print("  node task graph, stream    {}   (checked, from any device tree)\n", fmt_summary(r.node_graph_stream));
+    fmt::print("  node task graph, stream    {}   (the builder's tree, trusted)\n", fmt_summary(r.trusted_graph_stream));
     fmt::print("  twig task graph, stream    {}\n", fmt_summary(r.twig_graph_stream));
-    fmt::print("  pipeline, e2e              {}\n\n", fmt_summary(r.pipeline_e2e));
+    fmt::print("  pipeline, stream           {}\n", fmt_summary(r.pipeline_stream));
+    fmt::print("  pipeline, e2e              {}\n", fmt_summary(r.pipeline_e2e));
+    fmt::print("  pipeline, checked graph    {}   (e2e: build, wait, checked graph)\n\n", fmt_summary(r.pipeline_checked_e2e));
   }
   if (!o.json.empty()) {
     nlohmann::json j{{"schema", "canopy-bench-build/1"}, {"device", rep.device}, {"copy_bandwidth_gb_per_s", rep.copy_gb_per_s}};
@@ -127,7 +131,10 @@ int run_build_bench_command(const build_bench_cli& o) {
                               {"gpu_build_e2e_ms", to_json(r.gpu_build_e2e)},
                               {"node_graph_stream_ms", to_json(r.node_graph_stream)},
                               {"twig_graph_stream_ms", to_json(r.twig_graph_stream)},
+                              {"trusted_graph_stream_ms", to_json(r.trusted_graph_stream)},
+                              {"pipeline_stream_ms", to_json(r.pipeline_stream)},
                               {"pipeline_e2e_ms", to_json(r.pipeline_e2e)},
+                              {"pipeline_checked_e2e_ms", to_json(r.pipeline_checked_e2e)},
                               {"phases_ms",
                                {{"box", to_json(r.box)},
                                 {"keys", to_json(r.keys)},

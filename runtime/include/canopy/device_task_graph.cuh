@@ -23,6 +23,9 @@
 // 8n bytes while the cycle check may run, else 4n for a sources order, else none; from_children
 // 12n + 8 bytes; plus CUB's few KB. Output: 8n bytes + 4 per source.
 //
+// from_trusted_forest skips all of it for arrays the caller built itself and vouches for (the GPU
+// octree builder's tree): three device-to-device copies on `stream`, no kernel, no host wait.
+//
 // Header-only, like gpu_scheduler.cuh: nvcc only (kernels are templates, so that any number of
 // translation units may include it).
 #pragma once
@@ -298,6 +301,25 @@ class device_task_graph {
                                          cudaStream_t stream = nullptr, const task_id* d_sources_order = nullptr,
                                          std::int32_t source_count = -1, const device_graph_options& options = {});
 
+  /// A forest the caller vouches for, because it built the arrays itself (the GPU octree builder's
+  /// tree: trees::make_device_upward_graph of a built_device_octree): d_parent (no_task for a
+  /// root) and d_dependency_count (children per task) of n tasks, the sources (every task without
+  /// children, once each, in the order they are to be run) and the number of roots. Nothing is
+  /// checked on the device and the host does not wait: the three arrays are copied on `stream`,
+  /// so the graph is ready in that stream's order (another stream must wait for it, e.g. with an
+  /// event). What a wrong forest does is what cycle_check::never says. Host-side arguments are
+  /// still checked (counts, null arrays) with status::invalid_argument.
+  static device_task_graph from_trusted_forest(const task_id* d_parent, const std::int32_t* d_dependency_count, std::int32_t n,
+                                               const task_id* d_sources, std::int32_t source_count, std::int32_t sink_count,
+                                               cudaStream_t stream = nullptr);
+
+  /// from_trusted_forest into this graph, keeping its device arrays where they are large enough:
+  /// a tree rebuilt every step then allocates nothing after the first (a cudaMalloc of a few MB
+  /// costs about as much as the copies). No work may still use the graph when this is called.
+  void assign_trusted_forest(const task_id* d_parent, const std::int32_t* d_dependency_count, std::int32_t n,
+                             const task_id* d_sources, std::int32_t source_count, std::int32_t sink_count,
+                             cudaStream_t stream = nullptr);
+
   device_task_graph(const device_task_graph&) = delete;
   device_task_graph& operator=(const device_task_graph&) = delete;
   /// A moved-from graph is empty.
@@ -319,7 +341,8 @@ class device_task_graph {
   std::int32_t source_count() const noexcept { return source_count_; }
   std::int32_t sink_count() const noexcept { return sink_count_; }
   bool is_tree() const noexcept { return true; }
-  /// Device arrays: parent and dependency_count have task_count() entries, sources source_count().
+  /// Device arrays: parent and dependency_count have task_count() entries, sources source_count()
+  /// (after assign_trusted_forest the buffers may be larger).
   const task_id* parent() const noexcept { return parent_.data(); }
   const std::int32_t* dependency_count() const noexcept { return dependency_count_.data(); }
   const task_id* sources() const noexcept { return sources_.data(); }
@@ -334,8 +357,14 @@ class device_task_graph {
   /// The same graph on the host (copies parent and sources back, derives the rest): for diagnosis
   /// (e.g. task_graph::find_stuck_task after a timeout) and tests. Synchronous.
   task_graph download() const {
-    const std::vector<task_id> parent = parent_.download();
-    const std::vector<task_id> sources = sources_.download();
+    std::vector<task_id> parent(static_cast<std::size_t>(task_count_));
+    std::vector<task_id> sources(static_cast<std::size_t>(source_count_));
+    if (!parent.empty())
+      cuda_check(cudaMemcpy(parent.data(), parent_.data(), parent.size() * sizeof(task_id), cudaMemcpyDeviceToHost),
+                 "device task graph: download");
+    if (!sources.empty())
+      cuda_check(cudaMemcpy(sources.data(), sources_.data(), sources.size() * sizeof(task_id), cudaMemcpyDeviceToHost),
+                 "device task graph: download");
     return task_graph::from_parents(parent, sources);
   }
 
@@ -568,6 +597,46 @@ inline device_task_graph device_task_graph::from_children(const std::int32_t* d_
     check_launch("device task graph: child kernels");
   }
   return b.finish(d_first_child, d_child_count);
+}
+
+inline device_task_graph device_task_graph::from_trusted_forest(const task_id* d_parent, const std::int32_t* d_dependency_count,
+                                                                std::int32_t n, const task_id* d_sources, std::int32_t source_count,
+                                                                std::int32_t sink_count, cudaStream_t stream) {
+  device_task_graph g;
+  g.assign_trusted_forest(d_parent, d_dependency_count, n, d_sources, source_count, sink_count, stream);
+  return g;
+}
+
+inline void device_task_graph::assign_trusted_forest(const task_id* d_parent, const std::int32_t* d_dependency_count, std::int32_t n,
+                                                     const task_id* d_sources, std::int32_t source_count, std::int32_t sink_count,
+                                                     cudaStream_t stream) {
+  if (n < 0 || n == INT32_MAX) throw error(status::invalid_argument, "device task graph: task count " + std::to_string(n) + " out of range");
+  if (source_count < 0 || source_count > n || sink_count < 0 || sink_count > n || (n > 0 && (source_count == 0 || sink_count == 0)))
+    throw error(status::invalid_argument, "device task graph: a trusted forest of " + std::to_string(n) + " tasks with " +
+                                              std::to_string(source_count) + " sources and " + std::to_string(sink_count) +
+                                              " roots (a non-empty forest has at least one of each, at most one per task)");
+  if (n > 0 && (d_parent == nullptr || d_dependency_count == nullptr || d_sources == nullptr))
+    throw error(status::invalid_argument, "device task graph: null parent, dependency_count or sources array for a trusted forest");
+  // Empty until the copies are enqueued, so that a throw below leaves an empty graph, not a stale one.
+  task_count_ = source_count_ = sink_count_ = 0;
+  const auto tasks = static_cast<std::size_t>(n);
+  const auto sources = static_cast<std::size_t>(source_count);
+  if (parent_.size() < tasks) parent_ = device_buffer<task_id>(), parent_ = device_buffer<task_id>(tasks);
+  if (dependency_count_.size() < tasks)
+    dependency_count_ = device_buffer<std::int32_t>(), dependency_count_ = device_buffer<std::int32_t>(tasks);
+  if (sources_.size() < sources) sources_ = device_buffer<task_id>(), sources_ = device_buffer<task_id>(sources);
+  if (n > 0) {
+    cuda_check(cudaMemcpyAsync(parent_.data(), d_parent, tasks * sizeof(task_id), cudaMemcpyDeviceToDevice, stream),
+               "device task graph: copy parents");
+    cuda_check(cudaMemcpyAsync(dependency_count_.data(), d_dependency_count, tasks * sizeof(std::int32_t), cudaMemcpyDeviceToDevice,
+                               stream),
+               "device task graph: copy dependency counts");
+    cuda_check(cudaMemcpyAsync(sources_.data(), d_sources, sources * sizeof(task_id), cudaMemcpyDeviceToDevice, stream),
+               "device task graph: copy sources");
+  }
+  task_count_ = n;
+  source_count_ = source_count;
+  sink_count_ = sink_count;
 }
 
 }  // namespace canopy

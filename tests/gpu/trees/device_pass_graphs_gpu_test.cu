@@ -5,7 +5,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "canopy/cuda/device_buffer.hpp"
@@ -84,8 +87,67 @@ TEST_F(device_pass_graphs, trees_built_on_the_device) {
     ct::built_device_octree built;
     builder.build_into(d_points.data(), n, {32, 21}, built);
     CANOPY_TEST_CUDA(cudaDeviceSynchronize());
-    expect_both(ct::build_octree(points, {32, 21}), built.tree.ref(), &ws);
+    const ct::octree host = ct::build_octree(points, {32, 21});
+    expect_both(host, built.tree.ref(), &ws);
+    expect_graph(ct::make_device_upward_graph(built), ct::make_upward_graph(host));  // the trusted path
   }
+}
+
+// The trusted path waits for nothing on the host: with the stream held by a host function until
+// the call has returned, it must return (a host wait inside would never end; the host function
+// gives up after 10 s and the test then fails instead of hanging). The graph is right afterwards.
+TEST_F(device_pass_graphs, the_graph_of_a_built_tree_is_enqueued_without_a_host_wait) {
+  const std::vector<ct::point> points = ct::generate_plummer(50000, 4);
+  const canopy::device_buffer<ct::point> d_points(points);
+  ct::device_octree_builder builder;
+  ct::built_device_octree built;
+  cudaStream_t stream = nullptr;
+  CANOPY_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  builder.build_into(d_points.data(), points.size(), {16, 21}, built, stream);
+  struct gate {
+    std::atomic<bool> open{false};
+    std::atomic<bool> gave_up{false};
+  } g;
+  CANOPY_TEST_CUDA(cudaLaunchHostFunc(
+      stream,
+      [](void* p) {
+        auto* gp = static_cast<gate*>(p);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!gp->open.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        gp->gave_up = !gp->open.load();
+      },
+      &g));
+  canopy::device_task_graph graph = ct::make_device_upward_graph(built, stream);
+  g.open = true;  // only now may the stream go on
+  CANOPY_TEST_CUDA(cudaStreamSynchronize(stream));
+  EXPECT_FALSE(g.gave_up.load()) << "make_device_upward_graph(built) waited for the stream";
+  expect_graph(graph, ct::make_upward_graph(ct::build_octree(points, {16, 21})));
+  // Rebuilt into: a smaller tree reuses the arrays, a larger one grows them.
+  for (const std::size_t n : {std::size_t{1000}, std::size_t{1}, std::size_t{200000}}) {
+    SCOPED_TRACE("rebuilt into, " + std::to_string(n) + " points");
+    const std::vector<ct::point> p = ct::generate_plummer(n, 5);
+    const canopy::device_buffer<ct::point> dp(p);
+    builder.build_into(dp.data(), n, {8, 21}, built, stream);
+    ct::make_device_upward_graph(built, graph, stream);
+    CANOPY_TEST_CUDA(cudaStreamSynchronize(stream));
+    expect_graph(graph, ct::make_upward_graph(ct::build_octree(p, {8, 21})));
+  }
+  CANOPY_TEST_CUDA(cudaStreamDestroy(stream));
+}
+
+TEST_F(device_pass_graphs, a_trusted_forest_refuses_impossible_counts_and_null_arrays) {
+  const canopy::device_buffer<std::int32_t> a(std::vector<std::int32_t>{-1, 0, 0});
+  const canopy::device_buffer<std::int32_t> deps(std::vector<std::int32_t>{2, 0, 0});
+  const canopy::device_buffer<std::int32_t> src(std::vector<std::int32_t>{1, 2});
+  using G = canopy::device_task_graph;
+  EXPECT_EQ(G::from_trusted_forest(a.data(), deps.data(), 3, src.data(), 2, 1).source_count(), 2);
+  EXPECT_EQ(G::from_trusted_forest(nullptr, nullptr, 0, nullptr, 0, 0).task_count(), 0);
+  EXPECT_THROW((void)G::from_trusted_forest(a.data(), deps.data(), -1, src.data(), 2, 1), canopy::error);
+  EXPECT_THROW((void)G::from_trusted_forest(a.data(), deps.data(), 3, src.data(), 4, 1), canopy::error);
+  EXPECT_THROW((void)G::from_trusted_forest(a.data(), deps.data(), 3, src.data(), 0, 1), canopy::error);
+  EXPECT_THROW((void)G::from_trusted_forest(a.data(), deps.data(), 3, src.data(), 2, 0), canopy::error);
+  EXPECT_THROW((void)G::from_trusted_forest(a.data(), nullptr, 3, src.data(), 2, 1), canopy::error);
+  EXPECT_THROW((void)G::from_trusted_forest(a.data(), deps.data(), 3, nullptr, 2, 1), canopy::error);
 }
 
 TEST_F(device_pass_graphs, an_empty_tree_gives_an_empty_graph_and_null_arrays_are_refused) {

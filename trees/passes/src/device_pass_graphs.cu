@@ -88,6 +88,21 @@ canopy::device_task_graph make_device_upward_graph(const octree_ref& tree, cudaS
                                                   tree.leaf_count, o);
 }
 
+void make_device_upward_graph(const built_device_octree& built, canopy::device_task_graph& graph, cudaStream_t stream) {
+  const octree_ref tree = built.tree.ref();
+  check_tree(tree, "make_device_upward_graph");
+  // The builder's tree: every node's parent in range and below it (level order), child_count its
+  // children, leaves every childless node once in Morton order, one root.
+  graph.assign_trusted_forest(tree.parent, tree.child_count, tree.node_count, tree.leaves, tree.leaf_count,
+                              tree.node_count > 0 ? 1 : 0, stream);
+}
+
+canopy::device_task_graph make_device_upward_graph(const built_device_octree& built, cudaStream_t stream) {
+  canopy::device_task_graph graph;
+  make_device_upward_graph(built, graph, stream);
+  return graph;
+}
+
 device_twig_graph make_device_twig_graph(const octree_ref& tree, cudaStream_t stream, canopy::device_graph_workspace* workspace) {
   check_tree(tree, "make_device_twig_graph");
   device_twig_graph out;

@@ -6,7 +6,8 @@
 //   canopy::device_task_graph g = canopy::trees::make_device_upward_graph(built.tree.ref(), stream, &ws);
 //   canopy::trees::device_twig_graph tg = canopy::trees::make_device_twig_graph(built.tree.ref(), stream, &ws);
 //
-// Host waits per build: make_device_upward_graph, two (device_task_graph reads its counts, then
+// Host waits per build: make_device_upward_graph of a built_device_octree, none (the builder's
+// tree is trusted: three copies on the stream); of any other tree (octree_ref), two (device_task_graph reads its counts, then
 // waits for the finished graph); make_device_twig_graph, four (two small copies of its counts to
 // pageable memory, each blocking, then device_task_graph's two). Branch wip-devtwig reads the
 // counts in one copy and adds a rebuild-into overload (not yet run on a GPU).
@@ -20,6 +21,7 @@
 
 #include "canopy/cuda/device_buffer.hpp"
 #include "canopy/device_task_graph.cuh"
+#include "canopy/passes/device_octree_builder.cuh"
 #include "canopy/passes/octree_ref.hpp"
 #include "canopy/passes/twig_pass.hpp"
 
@@ -29,6 +31,16 @@ namespace canopy::trees {
 /// leaves (in the tree's Morton order) the sources.
 canopy::device_task_graph make_device_upward_graph(const octree_ref& tree, cudaStream_t stream = nullptr,
                                                    canopy::device_graph_workspace* workspace = nullptr);
+
+/// The node-task graph of a tree the GPU builder made, with no check and no host wait: the tree's
+/// parent, child_count and leaves (Morton order) copied on `stream` (device_task_graph::
+/// from_trusted_forest), so a build followed by this is one stream of work with the build's own
+/// single host round trip. The graph equals make_device_upward_graph(built.tree.ref()) as long as
+/// `built` is what device_octree_builder wrote (not modified since); ready in `stream`'s order.
+canopy::device_task_graph make_device_upward_graph(const built_device_octree& built, cudaStream_t stream = nullptr);
+/// The same into `graph`, reusing its device arrays (a simulation step rebuilding its tree then
+/// allocates nothing); no work may still use `graph`.
+void make_device_upward_graph(const built_device_octree& built, canopy::device_task_graph& graph, cudaStream_t stream = nullptr);
 
 /// The twig decomposition built on the device: the graph, and per task what it computes.
 struct device_twig_graph {
