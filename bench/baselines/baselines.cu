@@ -3,12 +3,16 @@
 #include "baselines/baselines.cuh"
 #include "baselines/detail/upward_kernels.cuh"
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
+
+#include <canopy/cuda/event.hpp>
 
 namespace canopy::bench {
 
@@ -27,8 +31,13 @@ baseline_options resolve(const octree_ref& tree, const baseline_options& request
   const int b = requested.child_batch;
   if (b != 0 && b != 1 && b != 2 && b != 4)
     throw std::invalid_argument("baselines: child_batch must be 0 (auto), 1, 2 or 4, not " + std::to_string(b));
+  const int m = requested.merge_group_size;
+  if (m < 0 || m > 32 || (m != 0 && !std::has_single_bit(static_cast<unsigned>(m))))
+    throw std::invalid_argument("baselines: merge_group_size must be 0 (auto) or 1, 2, 4, 8, 16, 32, not " +
+                                std::to_string(m));
   baseline_options r = requested;
   if (r.group_size == 0) r.group_size = auto_group_size(tree);
+  if (r.merge_group_size == 0) r.merge_group_size = 8;
   return r;
 }
 
@@ -138,11 +147,31 @@ void launch_level_kernels(const octree_ref& tree, std::span<const std::int32_t> 
   check_level_offset(tree, level_offset);
   const baseline_options o = resolve(tree, options);
   if (tree.node_count == 0) return;
-  for (std::size_t level = level_offset.size() - 1; level-- > 0;) {
+  if (o.layout == level_layout::per_level) {
+    for (std::size_t level = level_offset.size() - 1; level-- > 0;) {
+      const std::int32_t begin = level_offset[level], end = level_offset[level + 1];
+      if (end <= begin) continue;
+      const std::int64_t groups = end - begin;
+      with_shape(o.group_size, batch_for(o, groups * o.group_size), [&](auto g, auto b) {
+        constexpr int G = decltype(g)::value, B = decltype(b)::value;
+        detail::mixed_level_kernel<G, B><<<blocks_for(groups, G), detail::block_size, 0, stream>>>(tree, begin, end, out);
+      });
+      CANOPY_CUDA_TRY(cudaGetLastError());
+    }
+    return;
+  }
+  with_shape(o.group_size, 1, [&](auto g, auto) {
+    constexpr int G = decltype(g)::value;
+    detail::leaf_kernel<G><<<blocks_for(tree.node_count, G), detail::block_size, 0, stream>>>(tree, out);
+  });
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  // The deepest level holds only leaves; every level above it holds an internal node (the path to
+  // a deepest leaf).
+  for (std::size_t level = level_offset.size() - 2; level-- > 0;) {
     const std::int32_t begin = level_offset[level], end = level_offset[level + 1];
     if (end <= begin) continue;
     const std::int64_t groups = end - begin;
-    with_shape(o.group_size, batch_for(o, groups * o.group_size), [&](auto g, auto b) {
+    with_shape(o.merge_group_size, batch_for(o, groups * o.merge_group_size), [&](auto g, auto b) {
       constexpr int G = decltype(g)::value, B = decltype(b)::value;
       detail::level_kernel<G, B><<<blocks_for(groups, G), detail::block_size, 0, stream>>>(tree, begin, end, out);
     });
@@ -183,7 +212,8 @@ level_graph::level_graph(const octree_ref& tree, std::span<const std::int32_t> l
     throw;
   }
   CANOPY_CUDA_TRY(cudaStreamDestroy(capture));
-  for (std::size_t level = 0; level + 1 < level_offset.size(); ++level)
+  kernel_count_ = 1;  // the leaves
+  for (std::size_t level = 0; level + 2 < level_offset.size(); ++level)
     kernel_count_ += level_offset[level + 1] > level_offset[level] ? 1 : 0;
 }
 
@@ -260,7 +290,42 @@ baseline_runner::baseline_runner(const trees::device_octree& tree, trees::device
                                 std::to_string(tree.node_count()) + " nodes");
   options_ = resolve(tree_, options);
   last_arriver_ = last_arriver(tree_.node_count);
-  graph_ = level_graph(tree_, level_offset_, out_, options_);
+  if (options_.layout != level_layout::automatic || tree_.node_count == 0) {
+    if (options_.layout == level_layout::automatic) options_.layout = level_layout::leaves_first;
+    graph_ = level_graph(tree_, level_offset_, out_, options_);
+    return;
+  }
+  // Tuned on the tree, as its user would: both layouts captured and timed, the faster kept.
+  cudaStream_t s = nullptr;
+  CANOPY_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  try {
+    canopy::cuda_event start, stop;
+    float best_ms = 0;
+    for (const level_layout layout : {level_layout::leaves_first, level_layout::per_level}) {
+      baseline_options o = options_;
+      o.layout = layout;
+      level_graph g(tree_, level_offset_, out_, o);
+      std::vector<float> ms;
+      for (int i = 0; i < 10; ++i) {
+        start.record(s);
+        g.launch(s);
+        stop.record(s);
+        stop.synchronize();
+        if (i >= 3) ms.push_back(canopy::elapsed_ms(start, stop));
+      }
+      std::sort(ms.begin(), ms.end());
+      const float median = ms[ms.size() / 2];
+      if (!graph_.kernel_count() || median < best_ms) {
+        best_ms = median;
+        graph_ = std::move(g);
+        options_.layout = layout;
+      }
+    }
+  } catch (...) {
+    (void)cudaStreamDestroy(s);
+    throw;
+  }
+  CANOPY_CUDA_TRY(cudaStreamDestroy(s));
 }
 
 void baseline_runner::run(baseline_kind kind, cudaStream_t stream) {

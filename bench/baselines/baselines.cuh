@@ -1,7 +1,7 @@
 // What a user writes instead of a scheduler for the octree upward pass (float payloads), as
 // callable GPU functions over a device_octree's ref and a device_payloads<float>:
 //
-//   (a) level_kernels: one kernel launch per tree level, deepest level first;
+//   (a) level_kernels: one kernel launch for all leaves, then one per tree level, deepest first;
 //   (b) level_graph:   the same launches captured once in a CUDA graph, replayed per run;
 //   (c) last_arriver:  one kernel; the last child to arrive at a node merges it and climbs
 //                      (Karras 2012).
@@ -36,6 +36,21 @@ namespace canopy::bench {
 
 enum class baseline_kind { level_kernels, level_graph, last_arriver };
 
+// How the level baselines cut the pass into launches (both: depth + 1 launches).
+enum class level_layout {
+  // baseline_runner times both on the tree at construction and keeps the faster, as a user tuning
+  // for their tree would (launch_level_kernels alone: leaves_first).
+  automatic,
+  // One launch for every leaf (P2M), then one per level merging its internal nodes, with
+  // merge_group_size lanes per node. Best on small and adaptive trees (Plummer 1M on an H100: 42
+  // against 66 µs), where the deep levels hold few nodes.
+  leaves_first,
+  // One launch per level doing its leaves (P2M) and its internal nodes (merges) with group_size
+  // lanes per node: the bandwidth-bound P2M of a level hides its latency-bound merges. Best on large
+  // adaptive trees (Plummer 16M: 326 against 360 µs).
+  per_level,
+};
+
 inline constexpr std::array<baseline_kind, 3> all_baseline_kinds{
     baseline_kind::level_kernels, baseline_kind::level_graph, baseline_kind::last_arriver};
 
@@ -54,6 +69,12 @@ struct baseline_options {
   // costs, else 1). More loads in flight shorten the dependent climb near the root; fewer held
   // payloads (17 registers each) raise occupancy for big levels.
   int child_batch = 0;
+  // Lanes that merge one internal node's children in the level baselines (the leaves are
+  // group_size's): 1 .. 32 as above; 0: 8, one lane per child, so that all of a node's children are
+  // loaded at once and a level's launch is eight times wider (the levels are latency-bound: at
+  // depth 5 the 4,096-node level took 8 µs with 2 lanes of 4 children each, under ncu).
+  int merge_group_size = 0;
+  level_layout layout = level_layout::automatic;
 };
 
 // About four points per lane: mean leaf size >= 32 -> 8, >= 16 -> 4, >= 8 -> 2, else 1.
@@ -63,8 +84,10 @@ int auto_group_size(const trees::octree_ref& tree) noexcept;
 // payload written once and every non-root payload read once by its parent (sizeof(multipole<float>)).
 std::size_t upward_pass_bytes(const trees::octree_ref& tree) noexcept;
 
-// (a) Enqueues depth + 1 launches, level depth down to level 0; level L computes every node of
-// [level_offset[L], level_offset[L + 1]), leaves by P2M, internal nodes by M2M of their children.
+// (a) Enqueues depth + 1 launches. leaves_first (and automatic): every leaf by P2M (whatever its
+// level: leaves need nothing), then level depth - 1 down to level 0, level L merging the internal
+// nodes of [level_offset[L], level_offset[L + 1]) from their children (M2M). per_level: level depth
+// down to 0, each computing all its nodes, leaves by P2M and internal nodes by M2M.
 // `level_offset` is the host copy (device_octree::level_offset()). out has node_count entries.
 void launch_level_kernels(const trees::octree_ref& tree, std::span<const std::int32_t> level_offset,
                           trees::multipole<float>* out, cudaStream_t stream = nullptr,
@@ -115,7 +138,9 @@ class last_arriver {
 };
 
 // Everything the three baselines need for one (tree, payloads) pair, prepared once: the host copy
-// of level_offset, the arrival counters, the captured graph. The tree and the payloads must
+// of level_offset, the arrival counters, the captured graph. With layout automatic it captures the
+// level graph in both layouts, replays each 3 + 7 times (CUDA events, the payloads overwritten)
+// and keeps the faster one for both level baselines. The tree and the payloads must
 // outlive the runner. Move-only.
 class baseline_runner {
  public:
@@ -128,6 +153,8 @@ class baseline_runner {
   void run(baseline_kind kind, cudaStream_t stream = nullptr);
 
   int group_size() const noexcept { return options_.group_size; }  // resolved (never 0)
+  // The level baselines' layout: the faster one on this tree when automatic was asked for.
+  level_layout layout() const noexcept { return options_.layout; }
   const baseline_options& options() const noexcept { return options_; }
   const trees::octree_ref& tree() const noexcept { return tree_; }
   trees::multipole<float>* payloads() const noexcept { return out_; }

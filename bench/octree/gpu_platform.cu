@@ -1,19 +1,23 @@
 // The GPU side of the benchmark: the scheduler's persistent kernel in every mode and the baselines
 // of bench/baselines, on one uploaded copy of each tree. Compiled only under CANOPY_GPU.
 //
-// Every sample is one call as a user makes it: CUDA events around gpu_scheduler::run (a
-// cooperative launch, then a stream synchronisation) or around a baseline's launches followed by
-// a stream synchronisation, so both sides pay for launching and for waiting (bench/common's
-// time_gpu records the stop event after the callable returns).
+// Every timed run gives two clocks (time_both): the stream time, CUDA events around the enqueue
+// with no host wait between them (the scheduler's run_async, a baseline's launches), and the
+// end-to-end time, the host clock from the call until the host knows the result (the stream
+// synchronised and, for the scheduler, its status read, as run() does). The host waits after
+// each run, so each starts on an idle device, as a simulation step's pass would. The validation
+// run (run_once) is the call a user makes first: run(), or the launches plus a wait.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <canopy/cuda/device.hpp>
 #include <canopy/cuda/error.hpp>
@@ -43,8 +47,46 @@ double event_time_us(Work&& work) {
   return 1000.0 * static_cast<double>(canopy::elapsed_ms(start, stop));
 }
 
-summary to_summary(const timing& t) {
-  return summary{t.median_us, t.min_us, t.max_us, t.samples_us.size()};
+using host_clock = std::chrono::steady_clock;
+
+// The stream every timed run goes to: a user's own, non-blocking (the legacy default stream
+// synchronises with every other blocking stream).
+class bench_stream {
+ public:
+  bench_stream() { CANOPY_CUDA_TRY(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  ~bench_stream() { (void)cudaStreamDestroy(s_); }
+  bench_stream(const bench_stream&) = delete;
+  bench_stream& operator=(const bench_stream&) = delete;
+  cudaStream_t get() const noexcept { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// `warmup` untimed, then `reps` timed pairs of runs of `enqueue(stream)`, each followed by
+// `finish(stream)`, which waits for the result and throws if it failed: the first run of a pair
+// between two events (stream time), the second on the host clock alone (end to end: the event
+// records would add their own host calls, about 2 µs, to it).
+template <class Enqueue, class Finish>
+timed_runs time_both(Enqueue&& enqueue, Finish&& finish, int warmup, int reps, cudaStream_t stream) {
+  if (reps < 1) throw std::invalid_argument("time_both: reps must be at least 1");
+  canopy::cuda_event start, stop;
+  std::vector<double> t1, t2;
+  for (int i = 0; i < warmup + reps; ++i) {
+    CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // idle device, nothing of the last run left
+    start.record(stream);
+    enqueue(stream);
+    stop.record(stream);
+    finish(stream);
+    const auto t0 = host_clock::now();
+    enqueue(stream);
+    finish(stream);
+    const double e2e_us = std::chrono::duration<double, std::micro>(host_clock::now() - t0).count();
+    if (i < warmup) continue;
+    t1.push_back(1000.0 * static_cast<double>(canopy::elapsed_ms(start, stop)));
+    t2.push_back(e2e_us);
+  }
+  return timed_runs{summarize(t1), summarize(t2)};
 }
 
 std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
@@ -60,6 +102,7 @@ struct gpu_tree {
   trees::device_payloads<float> payloads;
   canopy::scheduler_options options;
   std::optional<baseline_runner> baselines;
+  bench_stream stream;  // the timed runs' stream
   // The passes, made on first use (upward_runner: node tasks with trees::upward_lanes lanes, as
   // `canopy validate --backend gpu` runs them; twig tasks over the twig graph).
   std::map<trees::pass_tasks, std::unique_ptr<trees::upward_runner>> passes;
@@ -107,14 +150,16 @@ class scheduler_runner final : public pass_runner {
                           bool perturb) override {
     return t_.check(reference, perturb);
   }
-  summary time(int warmup, int reps) override {
+  timed_runs time(int warmup, int reps) override {
     pass_.set_mode(mode_);
-    return to_summary(time_gpu(
-        [&](cudaStream_t s) {
-          const canopy::run_result r = pass_.run(s);
-          if (!r.ok()) throw std::runtime_error(std::string(canopy::to_string(r.code)) + " in a timed run: " + r.message);
-        },
-        timing_options{warmup, reps, nullptr}));
+    return time_both([&](cudaStream_t s) { pass_.run_async(s); },
+                     [&](cudaStream_t s) {
+                       CANOPY_CUDA_TRY(cudaStreamSynchronize(s));
+                       const canopy::run_result r = pass_.last_result();
+                       if (!r.ok())
+                         throw std::runtime_error(std::string(canopy::to_string(r.code)) + " in a timed run: " + r.message);
+                     },
+                     warmup, reps, t_.stream.get());
   }
 
  private:
@@ -126,7 +171,14 @@ class scheduler_runner final : public pass_runner {
 class baseline_pass_runner final : public pass_runner {
  public:
   baseline_pass_runner(gpu_tree& t, baseline_kind kind) : t_(t), kind_(kind) {}
-  std::string detail() const override { return std::to_string(t_.baselines->group_size()) + " lanes per node"; }
+  std::string detail() const override {
+    const baseline_options& o = t_.baselines->options();
+    if (kind_ == baseline_kind::last_arriver) return std::to_string(o.group_size) + " lanes per node";
+    if (o.layout == level_layout::per_level)
+      return "one launch per level (tuned: the faster layout here), " + std::to_string(o.group_size) + " lanes per node";
+    return "leaves first, then one launch per level (tuned: the faster layout here), " + std::to_string(o.group_size) +
+           " lanes per leaf, " + std::to_string(o.merge_group_size) + " per internal node";
+  }
 
   run_outcome run_once() override {
     t_.poison();
@@ -141,14 +193,14 @@ class baseline_pass_runner final : public pass_runner {
                           bool perturb) override {
     return t_.check(reference, perturb);
   }
-  summary time(int warmup, int reps) override {
-    return to_summary(time_gpu(
+  timed_runs time(int warmup, int reps) override {
+    return time_both(
         [&](cudaStream_t s) {
           t_.baselines->run(kind_, s);
           CANOPY_CUDA_TRY(cudaGetLastError());
-          CANOPY_CUDA_TRY(cudaStreamSynchronize(s));  // a user waits for the result, as run() does
         },
-        timing_options{warmup, reps, nullptr}));
+        [&](cudaStream_t s) { CANOPY_CUDA_TRY(cudaStreamSynchronize(s)); },  // a user waits for the result
+        warmup, reps, t_.stream.get());
   }
 
  private:

@@ -131,14 +131,21 @@ struct bench_entry {
   bool wrong_result = false;  ///< failed validation (the command exits 1)
   std::string note;           ///< why it failed or was skipped; for ok rows the validation summary
   int reps = 0;
+  /// Stream time (T1): on the GPU CUDA events around the enqueue, with no host wait between them
+  /// (the scheduler's run_async, a baseline's launches); on the host the host clock of the call.
   double median_us = 0, min_us = 0, max_us = 0;
+  /// End-to-end time (T2): the host clock from the call until the host knows the result (the
+  /// stream synchronised and, for the scheduler, its status read). Equal to T1 on the host.
+  double e2e_median_us = 0, e2e_min_us = 0, e2e_max_us = 0;
   double first_run_us = 0;    ///< the validation run (cold: first launch of the kernel included)
   // derived by finish_report
   double gb_per_s = 0;                  ///< bytes / median
   double percent_of_copy = 0;           ///< gb_per_s / the backend's measured copy bandwidth * 100
   double speedup_vs_mutex = 0;          ///< mutex median / this median (same tree, same backend)
-  double speedup_vs_best_baseline = 0;  ///< best baseline median / this median (same tree)
-  std::string best_baseline;            ///< the fastest validated baseline on this tree
+  double speedup_vs_best_baseline = 0;  ///< best baseline median / this median (same tree), stream time
+  double e2e_speedup_vs_best_baseline = 0;  ///< the same on end-to-end time (the best baseline by that clock)
+  std::string best_baseline;            ///< the fastest validated baseline on this tree (stream time)
+  std::string best_e2e_baseline;        ///< the fastest by end-to-end time
 };
 
 /// What is known about a backend's machine, for the header and the JSON.
@@ -184,6 +191,12 @@ struct run_outcome {
   double elapsed_us = 0;  ///< wall time of the run, as the runner's timing method measures it
 };
 
+/// The timed runs of one variant: both clocks, sample by sample from the same runs.
+struct timed_runs {
+  summary stream;  ///< T1, see bench_entry::median_us
+  summary e2e;     ///< T2, see bench_entry::e2e_median_us
+};
+
 /// One variant on the tree its platform has loaded.
 class pass_runner {
  public:
@@ -195,7 +208,7 @@ class pass_runner {
   virtual trees::comparison check(const trees::octree& tree, std::span<const trees::multipole<double>> reference,
                                   bool perturb) = 0;
   /// `warmup` untimed runs, then `reps` timed ones. Throws std::runtime_error when a run fails.
-  virtual summary time(int warmup, int reps) = 0;
+  virtual timed_runs time(int warmup, int reps) = 0;
   /// How it ran, for the note of a validated result (e.g. "528 blocks x 128 threads, 2 lanes per task").
   virtual std::string detail() const { return {}; }
 };

@@ -42,7 +42,9 @@ std::string status_text(const bench_entry& e) {
 
 // The summary's cell: the median, or why there is none.
 std::string short_cell(const bench_entry& e) {
-  if (e.status == entry_status::ok) return us_text(e.median_us);
+  if (e.status == entry_status::ok)
+    return e.e2e_median_us > 0 && e.e2e_median_us != e.median_us ? us_text(e.median_us) + " / " + us_text(e.e2e_median_us)
+                                                                 : us_text(e.median_us);
   if (e.status == entry_status::fail) return "FAIL";
   return e.over_budget ? "budget" : "-";
 }
@@ -90,15 +92,22 @@ const char* const entry_fields[][2] = {
     {"over_budget", "skipped because one run, or warm-up plus the timed runs, would pass budget_ms"},
     {"wrong_result", "the result differed from the reference beyond the tolerance"},
     {"reps", "timed runs"},
-    {"median_us", "median time of one pass, microseconds (gpu: CUDA events around launch + wait)"},
-    {"min_us", "fastest timed run"},
-    {"max_us", "slowest timed run"},
+    {"median_us", "stream time (T1) of one pass, median, microseconds (gpu: CUDA events around the enqueue, no host "
+                  "wait between them; cpu and host: the host clock of the call)"},
+    {"min_us", "fastest timed run (stream time)"},
+    {"max_us", "slowest timed run (stream time)"},
+    {"e2e_median_us", "end-to-end time (T2), median: host clock from the call until the host knows the result "
+                      "(gpu: the stream synchronised, the scheduler's status read), of the same runs"},
+    {"e2e_min_us", "fastest timed run (end to end)"},
+    {"e2e_max_us", "slowest timed run (end to end)"},
     {"first_run_us", "the validation run (cold: includes first-launch costs)"},
     {"gb_per_s", "bytes / median_us, 1e9 bytes per second"},
     {"percent_of_copy", "gb_per_s / the backend's measured copy bandwidth * 100"},
     {"speedup_vs_mutex", "median of mode mutex (same tree and backend) / median_us"},
-    {"speedup_vs_best_baseline", "median of the fastest validated baseline on this tree / median_us"},
+    {"speedup_vs_best_baseline", "median of the fastest validated baseline on this tree / median_us (stream time)"},
     {"best_baseline", "that baseline"},
+    {"e2e_speedup_vs_best_baseline", "the same on end-to-end time: the fastest baseline by e2e_median_us / e2e_median_us"},
+    {"best_e2e_baseline", "that baseline"},
     {"note", "why it failed or was skipped; for ok: the worst validation errors"},
 };
 
@@ -123,12 +132,17 @@ nlohmann::json entry_json(const bench_entry& e) {
       {"median_us", ok ? nlohmann::json(e.median_us) : nlohmann::json()},
       {"min_us", ok ? nlohmann::json(e.min_us) : nlohmann::json()},
       {"max_us", ok ? nlohmann::json(e.max_us) : nlohmann::json()},
+      {"e2e_median_us", ok ? positive_or_null(e.e2e_median_us) : nlohmann::json()},
+      {"e2e_min_us", ok ? positive_or_null(e.e2e_min_us) : nlohmann::json()},
+      {"e2e_max_us", ok ? positive_or_null(e.e2e_max_us) : nlohmann::json()},
       {"first_run_us", positive_or_null(e.first_run_us)},
       {"gb_per_s", positive_or_null(e.gb_per_s)},
       {"percent_of_copy", positive_or_null(e.percent_of_copy)},
       {"speedup_vs_mutex", positive_or_null(e.speedup_vs_mutex)},
       {"speedup_vs_best_baseline", positive_or_null(e.speedup_vs_best_baseline)},
       {"best_baseline", e.best_baseline.empty() ? nlohmann::json() : nlohmann::json(e.best_baseline)},
+      {"e2e_speedup_vs_best_baseline", positive_or_null(e.e2e_speedup_vs_best_baseline)},
+      {"best_e2e_baseline", e.best_e2e_baseline.empty() ? nlohmann::json() : nlohmann::json(e.best_e2e_baseline)},
       {"note", e.note},
   };
 }
@@ -164,8 +178,11 @@ void print_table(const bench_report& report, std::ostream& out) {
   if (!report.backend_note.empty()) head.push_back({"note", report.backend_note});
   const bench_options& o = report.options;
   head.push_back({"timing", "median of " + std::to_string(o.reps) + " runs after " + std::to_string(o.warmup) +
-                                " warm-up runs, min and max of the same runs; gpu: CUDA events around one call "
-                                "(launch + wait); cpu and host: std::chrono::steady_clock"});
+                                " warm-up runs, min and max of the same runs; gpu: stream time = CUDA events around "
+                                "the enqueue with no host wait inside (run_async, a baseline's launches), e2e = host "
+                                "clock until the host knows the result (stream synchronised, status read), from a "
+                                "second run without events; each run starts on an idle device; cpu and host: "
+                                "std::chrono::steady_clock, one clock"});
   head.push_back({"budget", printf_string("%g", o.budget_ms) +
                                 " ms per variant and tree (validation, warm-up and timed runs); a variant over "
                                 "it is skipped on that tree and every later one"});
@@ -186,29 +203,37 @@ void print_table(const bench_report& report, std::ostream& out) {
     }
     out << "\n";
     std::vector<std::vector<std::string>> rows;
-    rows.push_back({"mode", "backend", "median us", "min us", "max us", "x mutex", "x best baseline", "GB/s",
-                    "% copy", "status"});
+    rows.push_back({"mode", "backend", "stream us", "min us", "max us", "e2e us", "e2e min-max", "x mutex",
+                    "x best baseline", "x best (e2e)", "GB/s", "% copy", "status"});
     for (std::size_t i = begin; i < end; ++i) {
       const bench_entry& e = report.entries[i];
       const bool ok = e.status == entry_status::ok;
       auto num = [&](double v, const char* fmt) { return ok && v > 0 ? printf_string(fmt, v) : std::string("-"); };
+      const bool e2e = ok && e.e2e_median_us > 0;
       rows.push_back({e.variant + (e.baseline ? " *" : ""), e.backend, ok ? us_text(e.median_us) : "-",
-                      ok ? us_text(e.min_us) : "-", ok ? us_text(e.max_us) : "-", num(e.speedup_vs_mutex, "%.2f"),
-                      num(e.speedup_vs_best_baseline, "%.2f"), num(e.gb_per_s, "%.2f"),
+                      ok ? us_text(e.min_us) : "-", ok ? us_text(e.max_us) : "-", e2e ? us_text(e.e2e_median_us) : "-",
+                      e2e ? us_text(e.e2e_min_us) + "-" + us_text(e.e2e_max_us) : "-", num(e.speedup_vs_mutex, "%.2f"),
+                      num(e.speedup_vs_best_baseline, "%.2f"), num(e.e2e_speedup_vs_best_baseline, "%.2f"), num(e.gb_per_s, "%.2f"),
                       num(e.percent_of_copy, "%.1f%%"), status_text(e)});
     }
     print_aligned(out, rows, 2, "  ");
     if (!first.best_baseline.empty()) {
       for (std::size_t i = begin; i < end; ++i)
         if (report.entries[i].variant == first.best_baseline && report.entries[i].status == entry_status::ok)
-          out << "  best baseline: " << first.best_baseline << " (" << us_text(report.entries[i].median_us) << " us)\n";
+          out << "  best baseline: " << first.best_baseline << " (" << us_text(report.entries[i].median_us) << " us stream)\n";
+      if (first.best_e2e_baseline != first.best_baseline)
+        for (std::size_t i = begin; i < end; ++i)
+          if (report.entries[i].variant == first.best_e2e_baseline && report.entries[i].status == entry_status::ok)
+            out << "  best baseline end to end: " << first.best_e2e_baseline << " (" << us_text(report.entries[i].e2e_median_us)
+                << " us)\n";
     }
     begin = end;
   }
 
   // The summary: median microseconds, one line per variant, one column per tree.
   if (!tree_order.empty()) {
-    out << "\nmedian us by tree (* baseline; budget = over the time budget; - = not run)\n";
+    out << "\nmedian us by tree, stream / end to end where they differ (* baseline; budget = over the time budget; "
+           "- = not run)\n";
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> header{"mode"};
     for (const std::string& t : tree_order) header.push_back(t);
@@ -233,7 +258,7 @@ void print_table(const bench_report& report, std::ostream& out) {
     print_aligned(out, rows, 1, "  ");
   }
   out << "\n(* = baseline; x mutex = mutex median / this median; x best baseline = fastest baseline's median / "
-         "this median)\n";
+         "this median, stream time; x best (e2e) = the same end to end)\n";
   if (report.any_wrong_result()) out << "result: FAIL, some results differ from the reference\n";
 }
 

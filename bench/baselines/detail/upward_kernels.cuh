@@ -35,12 +35,40 @@ using trees::children_per_lane;
 using trees::load_plain;
 using trees::load_through_l2;
 
-// (a) One level of the bottom-up pass: every node of [begin, end) on this level, leaves by P2M and
-// internal nodes by merging their children (computed by the previous launch). Adaptive trees have
-// leaves on many levels, so one launch handles both kinds.
+// (a) First launch: every leaf of the tree, whatever its level, by P2M. Leaves need nothing, so
+// one wide launch reads all the points at once instead of a few leaves per level in latency-bound
+// launches (an adaptive tree has leaves on ten levels or more). One group per node in node order,
+// internal nodes leaving at once: the node arrays are read and the payloads written contiguously
+// (going through `leaves`, in Morton order, scattered both: 350 against 325 µs on Plummer 16M).
+template <int G>
+__global__ void __launch_bounds__(block_size) leaf_kernel(octree_ref tree, multipole<float>* out) {
+  const lane_group<G> g = lane_group<G>::here();
+  const std::int64_t index = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / G;
+  if (index >= tree.node_count) return;  // the whole group leaves together
+  const auto node = static_cast<std::int32_t>(index);
+  if (__ldg(tree.child_count + node) != 0) return;  // internal: a later launch merges it
+  group_store(g, out + node, group_p2m(g, tree.points + __ldg(tree.point_begin + node), __ldg(tree.point_count + node)));
+}
+
+// (a) Then one launch per level, deepest first: the internal nodes of [begin, end) merge their
+// children (computed by the leaf launch or the previous level's); the level's leaves are done.
 template <int G, int Batch>
 __global__ void __launch_bounds__(block_size) level_kernel(octree_ref tree, std::int32_t begin, std::int32_t end,
                                                            multipole<float>* out) {
+  const lane_group<G> g = lane_group<G>::here();
+  const std::int64_t index = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / G;
+  if (index >= end - begin) return;  // the whole group leaves together
+  const std::int32_t node = begin + static_cast<std::int32_t>(index);
+  const std::int32_t children = __ldg(tree.child_count + node);
+  if (children == 0) return;  // a leaf: the first launch wrote it
+  group_store(g, out + node, group_merge<G, Batch>(g, out + __ldg(tree.first_child + node), children, load_plain{}));
+}
+
+// (a, per_level) One level doing all its nodes: leaves by P2M, internal nodes by merging their
+// children (computed by the previous launch).
+template <int G, int Batch>
+__global__ void __launch_bounds__(block_size) mixed_level_kernel(octree_ref tree, std::int32_t begin, std::int32_t end,
+                                                                 multipole<float>* out) {
   const lane_group<G> g = lane_group<G>::here();
   const std::int64_t index = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / G;
   if (index >= end - begin) return;  // the whole group leaves together

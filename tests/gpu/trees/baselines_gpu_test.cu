@@ -140,6 +140,8 @@ void run_and_check(const tree_case& c, baseline_kind kind, const canopy::bench::
   ct::device_octree d_tree(p.tree);
   ct::device_payloads<float> out(d_tree.node_count());
   baseline_runner runner(d_tree, out, options);
+  EXPECT_NE(runner.layout(), canopy::bench::level_layout::automatic);  // tuned: one of the two
+  if (options.layout != canopy::bench::level_layout::automatic) EXPECT_EQ(runner.layout(), options.layout);
   const auto poisoned = poison(d_tree.node_count());
   for (int run = 0; run < runs; ++run) {
     out.upload(poisoned);
@@ -186,7 +188,9 @@ class baselines_shape_gpu
 
 TEST_P(baselines_shape_gpu, matches_reference) {
   const auto& [kind, group_size, child_batch, c] = GetParam();
-  run_and_check(c, kind, canopy::bench::baseline_options{group_size, child_batch}, 2);
+  // The merges of the level baselines take the same size, so that they are swept too.
+  run_and_check(c, kind,
+                canopy::bench::baseline_options{group_size, child_batch, group_size, canopy::bench::level_layout::leaves_first}, 2);
 }
 
 std::vector<tree_case> group_size_trees() {
@@ -201,6 +205,28 @@ std::vector<tree_case> group_size_trees() {
 INSTANTIATE_TEST_SUITE_P(trees, baselines_shape_gpu,
                          ::testing::Combine(::testing::ValuesIn(canopy::bench::all_baseline_kinds),
                                             ::testing::Values(1, 2, 4, 8, 16, 32), ::testing::Values(1, 2, 4),
+                                            ::testing::ValuesIn(group_size_trees())),
+                         [](const auto& info) {
+                           return kind_name(std::get<0>(info.param)) + "_g" + std::to_string(std::get<1>(info.param)) +
+                                  "_b" + std::to_string(std::get<2>(info.param)) + "_" + std::get<3>(info.param).name;
+                         });
+
+// ---- the per-level layout (leaves and merges in one launch per level), every lane-group size ----
+
+class baselines_per_level_gpu
+    : public canopy::test::gpu_test,
+      public ::testing::WithParamInterface<std::tuple<baseline_kind, int, int, tree_case>> {};
+
+TEST_P(baselines_per_level_gpu, matches_reference) {
+  const auto& [kind, group_size, child_batch, c] = GetParam();
+  canopy::bench::baseline_options o{group_size, child_batch};
+  o.layout = canopy::bench::level_layout::per_level;
+  run_and_check(c, kind, o, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(trees, baselines_per_level_gpu,
+                         ::testing::Combine(::testing::Values(baseline_kind::level_kernels, baseline_kind::level_graph),
+                                            ::testing::Values(1, 2, 8, 32), ::testing::Values(1, 4),
                                             ::testing::ValuesIn(group_size_trees())),
                          [](const auto& info) {
                            return kind_name(std::get<0>(info.param)) + "_g" + std::to_string(std::get<1>(info.param)) +
