@@ -76,17 +76,28 @@ def main():
             color = colors[(2 * i) % len(colors)] if i < len(colors) // 2 else colors[(2 * i + 1) % len(colors)]
             ax.plot(x, y, style, color=color, marker="s" if baseline else "o", markersize=4, label=mode)
             ax.fill_between(x, [r["min_us"] for r in rs], [r["max_us"] for r in rs], color=color, alpha=0.08)
+            e2e = [(r["depth"], r["e2e_median_us"]) for r in rs if r.get("e2e_median_us") and r["e2e_median_us"] != r["median_us"]]
+            if e2e:  # end to end (host clock until the result is known), where it differs from stream time
+                ax.plot([d for d, _ in e2e], [v for _, v in e2e], ":", color=color, marker="x", markersize=3, linewidth=1)
         ax.set_xlabel("depth of the complete octree (8^depth leaves)")
         ax.set_xticks(depths)
         ax.set_yscale("log")
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="solid: scheduler\ndashed: baselines\nband: min..max",
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), title="stream time:\nsolid: scheduler\ndashed: baselines\nband: min..max\ndotted, x: end to end",
                   title_fontsize=8)
     else:
         names = [mode for (mode, _), _ in series.items()]
         med = [rs[0]["median_us"] for rs in series.values()]
-        ax.barh(names, med, color=["tab:gray" if b else "tab:blue" for (_, b) in series.keys()])
+        e2e = [rs[0].get("e2e_median_us") or rs[0]["median_us"] for rs in series.values()]
+        ys = list(range(len(names)))
+        colors_ = ["tab:gray" if b else "tab:blue" for (_, b) in series.keys()]
+        ax.barh([y - 0.2 for y in ys], med, height=0.4, color=colors_, label="stream time")
+        ax.barh([y + 0.2 for y in ys], e2e, height=0.4, color=colors_, alpha=0.45, hatch="//", label="end to end")
+        ax.set_yticks(ys)
+        ax.set_yticklabels(names)
+        ax.invert_yaxis()
+        ax.legend(fontsize=8)
         ax.set_xscale("log")
-        ax.set_xlabel("median time of one pass (us), log scale; grey: baselines")
+        ax.set_xlabel("median time of one pass (us), log scale; grey: baselines; solid: stream time, hatched: end to end")
         trees = sorted({r["tree"] for r in doc.get("results", [])})
         ax.set_title(", ".join(trees), fontsize=9)
     if complete and len(depths) > 1:
