@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,53 +19,76 @@ namespace ct = canopy::trees;
 void expect_well_formed(const ct::octree& tree, const ct::twig_graph& tg, const std::string& what) {
   const auto nodes = static_cast<std::size_t>(tree.node_count());
   ASSERT_EQ(tg.graph.task_count(), static_cast<std::int32_t>(tg.tasks.size())) << what;
-  // Each node is computed exactly once: by its own task, or by its parent's twig task.
+  // Each node is computed exactly once: an internal node by its own task, a leaf by its parent's
+  // twig or leaf group (a single root leaf by its own task).
   std::vector<int> computed(nodes, 0);
-  std::vector<std::int32_t> task_of(nodes, -1);
-  std::int32_t twigs = 0;
+  std::vector<std::int32_t> task_of(nodes, -1), group_of(nodes, -1);
+  std::int32_t twigs = 0, groups = 0;
   for (std::size_t t = 0; t < tg.tasks.size(); ++t) {
-    const std::int32_t e = tg.tasks[t].entry;
+    const ct::twig_task& task = tg.tasks[t];
+    const std::int32_t e = task.entry;
     const std::int32_t n = e < 0 ? ~e : e;
     ASSERT_GE(n, 0) << what;
     ASSERT_LT(static_cast<std::size_t>(n), nodes) << what;
     // The task carries its node's structure (read with the entry in one load on the GPU).
-    EXPECT_EQ(tg.tasks[t].node(), n) << what;
-    EXPECT_EQ(tg.tasks[t].is_twig(), e < 0) << what;
-    EXPECT_EQ(tg.tasks[t].first_child, tree.first_child[n]) << what << ": task " << t;
-    EXPECT_EQ(tg.tasks[t].child_count, tree.child_count[n]) << what << ": task " << t;
-    EXPECT_EQ(tg.tasks[t].reserved, 0) << what;
-    task_of[static_cast<std::size_t>(n)] = static_cast<std::int32_t>(t);
-    ++computed[static_cast<std::size_t>(n)];
-    if (e < 0) {
-      ++twigs;
-      ASSERT_GT(tree.child_count[n], 0) << what << ": twig " << n << " is a leaf";
-      for (std::int32_t c = tree.first_child[n]; c < tree.first_child[n] + tree.child_count[n]; ++c) {
-        EXPECT_EQ(tree.child_count[c], 0) << what << ": twig " << n << " has an internal child " << c;
-        ++computed[static_cast<std::size_t>(c)];
+    EXPECT_EQ(task.node(), n) << what;
+    EXPECT_EQ(task.computes_leaves(), e < 0) << what;
+    EXPECT_EQ(task.first_child, tree.first_child[n]) << what << ": task " << t;
+    EXPECT_EQ(task.child_count, tree.child_count[n]) << what << ": task " << t;
+    std::int32_t leaves = 0;  // which children are leaves
+    for (std::int32_t c = 0; c < tree.child_count[n]; ++c)
+      if (tree.child_count[tree.first_child[n] + c] == 0) leaves |= 1 << c;
+    const bool all_leaves = tree.child_count[n] > 0 && leaves == (1 << tree.child_count[n]) - 1;
+    if (e >= 0) {  // the node's own merge, or the single root leaf
+      if (tree.child_count[n] == 0) EXPECT_LT(tree.parent[n], 0) << what << ": leaf " << n << " is a task";
+      EXPECT_FALSE(all_leaves) << what << ": node " << n << " should be a twig";
+      EXPECT_EQ(task.leaf_mask, 0) << what << ": task " << t;
+      EXPECT_EQ(task_of[static_cast<std::size_t>(n)], -1) << what << ": node " << n << " has two tasks";
+      task_of[static_cast<std::size_t>(n)] = static_cast<std::int32_t>(t);
+      ++computed[static_cast<std::size_t>(n)];
+    } else {
+      EXPECT_EQ(task.leaf_mask, leaves) << what << ": task " << t << " must compute exactly the leaf children";
+      EXPECT_NE(leaves, 0) << what << ": task " << t << " reads points of no leaf";
+      EXPECT_EQ(task.is_twig(), all_leaves) << what;
+      EXPECT_EQ(task.is_leaf_group(), !all_leaves) << what;
+      for (std::int32_t c = 0; c < tree.child_count[n]; ++c)
+        if ((leaves >> c) & 1) ++computed[static_cast<std::size_t>(tree.first_child[n] + c)];
+      if (all_leaves) {
+        ++twigs;
+        task_of[static_cast<std::size_t>(n)] = static_cast<std::int32_t>(t);
+        ++computed[static_cast<std::size_t>(n)];
+      } else {
+        ++groups;
+        group_of[static_cast<std::size_t>(n)] = static_cast<std::int32_t>(t);
       }
-    } else if (tree.child_count[n] > 0) {
-      // A plain internal task is no twig: some child is internal.
-      bool any_internal = false;
-      for (std::int32_t c = tree.first_child[n]; c < tree.first_child[n] + tree.child_count[n]; ++c)
-        any_internal = any_internal || tree.child_count[c] > 0;
-      EXPECT_TRUE(any_internal) << what << ": node " << n << " should be a twig";
     }
   }
   EXPECT_EQ(twigs, tg.twig_count) << what;
   for (std::size_t n = 0; n < nodes; ++n) EXPECT_EQ(computed[n], 1) << what << ": node " << n;
-  // Dependencies: a task's successor is the task of its node's parent.
+  // Dependencies: a node's task waits for its internal children's tasks and its leaf group; a
+  // leaf group is waited for by its node's task.
   for (std::size_t t = 0; t < tg.tasks.size(); ++t) {
     const std::int32_t n = tg.tasks[t].node(), p = tree.parent[n];
-    EXPECT_EQ(tg.graph.parent()[t], p < 0 ? canopy::no_task : task_of[static_cast<std::size_t>(p)]) << what;
+    const canopy::task_id want = tg.tasks[t].is_leaf_group()
+                                     ? task_of[static_cast<std::size_t>(n)]
+                                     : (p < 0 ? canopy::no_task : task_of[static_cast<std::size_t>(p)]);
+    EXPECT_EQ(tg.graph.parent()[t], want) << what << ": task " << t;
   }
-  // Sources in Morton order: increasing first point.
+  // The sources are the twigs and the leaf groups (or the single root leaf), in Morton order:
+  // increasing first leaf point.
   const auto& sources = tg.graph.sources();
-  for (std::size_t i = 1; i < sources.size(); ++i) {
-    const auto first_point = [&](canopy::task_id t) {
-      return tree.point_begin[tg.tasks[static_cast<std::size_t>(t)].node()];
-    };
-    EXPECT_LT(first_point(sources[i - 1]), first_point(sources[i])) << what << ": sources out of Morton order at " << i;
+  EXPECT_EQ(sources.size(), static_cast<std::size_t>(twigs + groups > 0 ? twigs + groups : 1)) << what;
+  const auto first_point = [&](canopy::task_id s) {
+    const ct::twig_task& task = tg.tasks[static_cast<std::size_t>(s)];
+    if (!task.computes_leaves()) return tree.point_begin[task.node()];
+    return tree.point_begin[task.first_child + std::countr_zero(static_cast<std::uint32_t>(task.leaf_mask))];
+  };
+  for (const canopy::task_id s : sources) {
+    const ct::twig_task& task = tg.tasks[static_cast<std::size_t>(s)];
+    EXPECT_TRUE(task.computes_leaves() || tree.child_count[task.node()] == 0) << what << ": source " << s;
   }
+  for (std::size_t i = 1; i < sources.size(); ++i)
+    EXPECT_LT(first_point(sources[i - 1]), first_point(sources[i])) << what << ": sources out of Morton order at " << i;
 }
 
 // Runs the serial twig operation in task order reversed (children before parents: node ids are
@@ -134,16 +158,27 @@ TEST(TwigGraph, AdaptiveTreesMixTwigsPlainNodesAndLeaves) {
   }
 }
 
-TEST(TwigGraph, PlummerTreeHasUnfusedLeaves) {
-  // The case the decomposition must get right: parents with both leaf and internal children.
+TEST(TwigGraph, PlummerTreeHasLeafGroups) {
+  // The case the decomposition must get right: parents with both leaf and internal children get
+  // a leaf group, a source, that their own task waits for with the internal children.
   const auto tree = ct::build_octree(ct::generate_plummer(20000, 9), ct::build_options{8, 21});
   const auto tg = ct::make_twig_graph(tree);
-  std::int32_t unfused_leaves = 0;
-  for (const ct::twig_task& t : tg.tasks)
-    if (!t.is_twig() && tree.child_count[t.entry] == 0) ++unfused_leaves;
-  EXPECT_GT(unfused_leaves, 0);
+  std::int32_t groups = 0, internal = 0;
+  for (const ct::twig_task& t : tg.tasks) groups += t.is_leaf_group() ? 1 : 0;
+  for (std::int32_t n = 0; n < tree.node_count(); ++n) internal += tree.child_count[n] > 0 ? 1 : 0;
+  EXPECT_GT(groups, 0);
   EXPECT_GT(tg.twig_count, 0);
-  EXPECT_LT(tg.graph.task_count(), tree.node_count());
+  EXPECT_EQ(tg.graph.task_count(), internal + groups);  // no task per leaf
+  std::size_t g = 0;
+  while (g < tg.tasks.size() && !tg.tasks[g].is_leaf_group()) ++g;
+  ASSERT_LT(g, tg.tasks.size());
+  ASSERT_GT(g, 0u);
+  const ct::twig_task& node_task = tg.tasks[g - 1];  // the group follows its node's task
+  EXPECT_EQ(node_task.node(), tg.tasks[g].node());
+  std::int32_t internal_children = 0;
+  for (std::int32_t c = 0; c < node_task.child_count; ++c) internal_children += (tg.tasks[g].leaf_mask >> c) & 1 ? 0 : 1;
+  EXPECT_EQ(tg.graph.dependency_count()[g - 1], internal_children + 1);
+  EXPECT_EQ(tg.graph.dependency_count()[g], 0);
 }
 
 }  // namespace

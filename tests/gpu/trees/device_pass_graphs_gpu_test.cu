@@ -33,7 +33,7 @@ std::vector<T> to_host(const T* d, std::int64_t n) {
 }
 
 bool operator==(const ct::twig_task& a, const ct::twig_task& b) {
-  return a.entry == b.entry && a.first_child == b.first_child && a.child_count == b.child_count && a.reserved == b.reserved;
+  return a.entry == b.entry && a.first_child == b.first_child && a.child_count == b.child_count && a.leaf_mask == b.leaf_mask;
 }
 
 template <class T>

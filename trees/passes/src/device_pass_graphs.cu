@@ -1,7 +1,8 @@
 // The octree's task graphs built on the device (canopy/passes/device_pass_graphs.cuh). The twig
 // decomposition follows make_twig_graph (twig_pass.cpp) step for step, one kernel per loop there:
-// mark the twigs, keep the tasks, number them (a CUB scan), write the tasks and their parents,
-// then the sources in Morton order (a CUB select keeps their order).
+// mark the twigs and count each node's tasks (an internal node one, two with a leaf group; a
+// single root leaf one), number them (a CUB scan), write the tasks and their parents, then the
+// sources in Morton order (a CUB select keeps their order).
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
@@ -30,23 +31,26 @@ void check_tree(const octree_ref& tree, const char* who) {
                                 " nodes with a null parent, first_child, child_count or leaves array");
 }
 
-/// keep[n]: node n is a task (not a leaf fused into its twig parent); twig[n]: every child a leaf.
+/// Which children of n are leaves (bit c: child first_child + c); 0 for a leaf.
+__device__ std::int32_t leaf_children(const octree_ref& t, std::int32_t n) {
+  const std::int32_t k = t.child_count[n];
+  std::int32_t mask = 0;
+  for (std::int32_t c = 0; c < k; ++c)
+    if (t.child_count[t.first_child[n] + c] == 0) mask |= 1 << c;
+  return mask;
+}
+
+/// keep[n]: node n's tasks: 1 for an internal node (2 with a leaf group: some children leaves,
+/// some not) or the single root leaf, else 0 (a leaf computed by its parent's twig or leaf group);
+/// twig[n]: internal with every child a leaf.
 __global__ void mark_kernel(octree_ref t, std::int32_t* keep, std::int32_t* twig) {
   const std::int32_t n = static_cast<std::int32_t>(blockIdx.x) * block + static_cast<std::int32_t>(threadIdx.x);
   if (n >= t.node_count) return;
   const std::int32_t k = t.child_count[n];
-  bool all_leaves = k > 0;
-  for (std::int32_t c = t.first_child[n]; all_leaves && c < t.first_child[n] + k; ++c) all_leaves = t.child_count[c] == 0;
-  twig[n] = all_leaves ? 1 : 0;
-  // A leaf whose parent is a twig is fused into the parent's task. The parent's flag is recomputed
-  // here (its children are contiguous: a few loads) instead of waiting for another kernel.
-  bool fused = false;
-  const std::int32_t p = t.parent[n];
-  if (k == 0 && p >= 0) {
-    fused = true;
-    for (std::int32_t c = t.first_child[p]; fused && c < t.first_child[p] + t.child_count[p]; ++c) fused = t.child_count[c] == 0;
-  }
-  keep[n] = fused ? 0 : 1;
+  const std::int32_t mask = leaf_children(t, n);
+  const bool is_twig = k > 0 && mask == (1 << k) - 1;
+  twig[n] = is_twig ? 1 : 0;
+  keep[n] = k > 0 ? (mask != 0 && !is_twig ? 2 : 1) : (t.parent[n] < 0 ? 1 : 0);
 }
 
 /// tasks[task_of[n]] and the task's parent, for every kept node; task_of[node_count] = the count.
@@ -55,19 +59,30 @@ __global__ void emit_kernel(octree_ref t, const std::int32_t* keep, const std::i
   const std::int32_t n = static_cast<std::int32_t>(blockIdx.x) * block + static_cast<std::int32_t>(threadIdx.x);
   if (n >= t.node_count || keep[n] == 0) return;
   const std::int32_t task = task_of[n];
-  tasks[task] = twig_task{twig[n] ? ~n : n, t.first_child[n], t.child_count[n], 0};
+  const std::int32_t mask = leaf_children(t, n);
+  tasks[task] = twig_task{twig[n] ? ~n : n, t.first_child[n], t.child_count[n], twig[n] ? mask : 0};
   const std::int32_t p = t.parent[n];
   task_parent[task] = p < 0 ? no_task : task_of[p];  // a kept node's parent is internal, so kept
+  if (keep[n] == 2) {  // the leaf group, waited for by the node's task
+    tasks[task + 1] = twig_task{~n, t.first_child[n], t.child_count[n], mask};
+    task_parent[task + 1] = task;
+  }
 }
 
-/// Per leaf in Morton order, the source it stands for, or no_task (a fused leaf after its twig's first).
-__global__ void source_kernel(octree_ref t, const std::int32_t* keep, const std::int32_t* task_of, task_id* candidate) {
+/// Per leaf in Morton order, the source it stands for, or no_task: a twig's first leaf stands for
+/// the twig, a leaf group's first leaf for the group (the task after its node's), the single root
+/// leaf for itself.
+__global__ void source_kernel(octree_ref t, const std::int32_t* twig, const std::int32_t* task_of, task_id* candidate) {
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x) * block + static_cast<std::int32_t>(threadIdx.x);
   if (i >= t.leaf_count) return;
   const std::int32_t leaf = t.leaves[i];
+  const std::int32_t p = t.parent[leaf];
   task_id s = no_task;
-  if (keep[leaf] != 0) s = task_of[leaf];
-  else if (t.first_child[t.parent[leaf]] == leaf) s = task_of[t.parent[leaf]];
+  if (p < 0) {
+    s = task_of[leaf];
+  } else if (leaf == t.first_child[p] + __ffs(leaf_children(t, p)) - 1) {
+    s = twig[p] != 0 ? task_of[p] : task_of[p] + 1;
+  }
   candidate[i] = s;
 }
 
@@ -146,7 +161,7 @@ device_twig_graph make_device_twig_graph(const octree_ref& tree, cudaStream_t st
   CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(cub_temp, scan_bytes, keep, task_of, n + 1, stream));
   CANOPY_CUDA_TRY(cub::DeviceReduce::Sum(cub_temp, sum_bytes, twig, counts + 1, n, stream));  // a twig is always kept
   if (tree.leaf_count > 0) {
-    source_kernel<<<blocks_for(tree.leaf_count), block, 0, stream>>>(tree, keep, task_of, candidate);
+    source_kernel<<<blocks_for(tree.leaf_count), block, 0, stream>>>(tree, twig, task_of, candidate);
     CANOPY_CUDA_TRY(cudaGetLastError());
     CANOPY_CUDA_TRY(cub::DeviceSelect::If(cub_temp, select_bytes, candidate, sources, counts, tree.leaf_count, is_task{}, stream));
   } else {

@@ -1,15 +1,20 @@
 // The octree upward pass with twig tasks: a *twig* is an internal node whose children are all
 // leaves; its task computes the leaves' moments from their points (P2M) and merges them into the
-// twig's (M2M) in registers, and writes all of them. The leaves under twigs are no tasks of their
-// own. Every other node is one task, as in upward_pass.hpp.
+// twig's (M2M) in registers, and writes all of them. An internal node with both leaf and internal
+// children gets two tasks: a *leaf group* that computes its leaf children (a source, like a twig),
+// and the node's own task, which merges all its children once the group and the internal children
+// are done. Leaves are no tasks of their own (except a tree that is a single leaf).
 //
 // Why: with one task per node the bottom of a tree costs a task, a dependency arrival (a
 // device-scope acq_rel atomic) and a re-read of each leaf's payload by its parent, for 128 bytes
 // of points per leaf (8 points). A twig task moves 8 leaves' points in one go, skips 8 arrivals,
 // and never reads the leaf payloads back. On a complete octree the graph has 8x fewer tasks and
-// one dependent level less. The results are the same moments up to rounding (a twig combines its
-// leaves at once with group_combine, node tasks their children with group_merge), checked against
-// the double reference like any other run.
+// one dependent level less. On an adaptive tree many leaves have internal siblings: until
+// 2026-11-25 each of those was a task of its own (23% of the tasks of a 16M-point Plummer tree,
+// 16 lanes for about 10 points); a leaf group does all of a node's leaves in one task, as a
+// source, so their points are still read at the start of the run. The results are the same
+// moments up to rounding (a twig combines its leaves at once with group_combine, node tasks
+// their children with group_merge), checked against the double reference like any other run.
 //
 //   const twig_graph tg = make_twig_graph(tree);                      // host, O(nodes)
 //   canopy::device_buffer<twig_task> tasks(tg.tasks);                  // upload
@@ -37,18 +42,25 @@
 
 namespace canopy::trees {
 
-/// One task of the twig decomposition: the node it computes (`entry`: the bitwise complement of
-/// the node, ~node < 0, for a twig; the node itself for any other task) and that node's children,
-/// so that a task starts with one 16-byte load instead of a load of its node followed by loads of
-/// the node's structure: one dependent L2 round trip less per level, which is what a small tree's
-/// pass is made of (bench/RESULTS.md).
+/// One task of the twig decomposition: its node (`entry`: the bitwise complement of the node,
+/// ~node < 0, for a task that reads points: a twig, or a node's leaf group; the node itself for a
+/// node's own merge, or a tree's single leaf), that node's children, and which of them the task
+/// computes from their points, so that a task starts with one 16-byte load instead of a load of
+/// its node followed by loads of the node's structure: one dependent L2 round trip less per level,
+/// which is what a small tree's pass is made of (bench/RESULTS.md).
 struct alignas(16) twig_task {
   std::int32_t entry;
   std::int32_t first_child;  // -1 for a leaf
   std::int32_t child_count;  // 0 for a leaf
-  std::int32_t reserved;     // 0
+  std::int32_t leaf_mask;    // bit c: this task computes leaf first_child + c (0 unless entry < 0)
   CANOPY_HD std::int32_t node() const { return entry < 0 ? ~entry : entry; }
-  CANOPY_HD bool is_twig() const { return entry < 0; }
+  /// The task reads points: a twig or a leaf group.
+  CANOPY_HD bool computes_leaves() const { return entry < 0; }
+  /// All children are leaves: the task computes them and the node. A source.
+  CANOPY_HD bool is_twig() const { return entry < 0 && leaf_mask == (1 << child_count) - 1; }
+  /// Some children are leaves, some internal: the task computes the leaves only (the node's own
+  /// task, its parent in the graph, merges them). A source.
+  CANOPY_HD bool is_leaf_group() const { return entry < 0 && leaf_mask != (1 << child_count) - 1; }
 };
 static_assert(sizeof(twig_task) == 16 && std::is_trivially_copyable_v<twig_task>);
 
@@ -59,9 +71,10 @@ struct twig_graph {
   std::int32_t twig_count = 0;
 };
 
-/// Builds the twig decomposition of `tree`: tasks for every internal node (twigs marked) and for
-/// the leaves whose parent is not a twig; sources (twigs and those leaves) in Morton order. A tree
-/// that is a single leaf is one leaf task.
+/// Builds the twig decomposition of `tree`: a task for every internal node (in node order; a twig
+/// computes its leaves too), followed by its leaf group's when it has both leaf and internal
+/// children; the twigs and the leaf groups are the sources, in Morton order. A tree that is a
+/// single leaf is one leaf task.
 twig_graph make_twig_graph(const octree& tree);
 
 /// Payloads of a twig task and its leaves on one thread (the CPU backend, the warp-master modes).
@@ -69,18 +82,25 @@ template <class T>
 CANOPY_HD void twig_task_serial(const point* points, const std::int32_t* first_child, const std::int32_t* child_count,
                                 const std::int32_t* point_begin, const std::int32_t* point_count, multipole<T>* payload,
                                 std::int32_t entry) {
-  if (entry >= 0) {  // a plain node: exactly upward_ops' task
+  if (entry >= 0) {  // no leaf children (or the single leaf): exactly upward_ops' task
     upward_ops<T>{points, first_child, child_count, point_begin, point_count, payload}(entry);
     return;
   }
+  // A twig (its node written too) or a leaf group (the leaves only): the leaves it computes are
+  // the children that are leaves.
   const std::int32_t node = ~entry, first = first_child[node], children = child_count[node];
   multipole<T> acc = multipole_identity<T>();
-  for (std::int32_t c = 0; c < children; ++c) {
-    const multipole<T> leaf = p2m<T>(points + point_begin[first + c], point_count[first + c]);
-    payload[first + c] = leaf;
+  bool twig = true;
+  for (std::int32_t c = first; c < first + children; ++c) {
+    if (child_count[c] != 0) {
+      twig = false;
+      continue;
+    }
+    const multipole<T> leaf = p2m<T>(points + point_begin[c], point_count[c]);
+    payload[c] = leaf;
     acc = m2m_merge(acc, leaf);
   }
-  payload[node] = acc;
+  if (twig) payload[node] = acc;
 }
 
 /// Ops for a scheduler over twig_graph::graph. `LeafLanes` lanes compute each leaf of a twig (about
@@ -113,8 +133,8 @@ struct twig_upward_ops {
       if (g.rank == 0) (*this)(t);
     } else {
       constexpr int L = G / 8;  // lanes per leaf of a twig
-      const int4 task = __ldg(reinterpret_cast<const int4*>(tasks + t));  // entry, first child, child count
-      const std::int32_t entry = task.x, first = task.y, children = task.z;
+      const int4 task = __ldg(reinterpret_cast<const int4*>(tasks + t));  // entry, first child, child count, leaf mask
+      const std::int32_t entry = task.x, first = task.y, children = task.z, leaf_mask = task.w;
       multipole<float> r;
       if (entry >= 0) {
         if (children == 0) {
@@ -127,12 +147,13 @@ struct twig_upward_ops {
         const std::int32_t node = ~entry;
         const int c = g.rank / L;  // the leaf this lane helps with
         r = multipole_identity<float>();
-        if (c < children) {
+        if (c < children && ((leaf_mask >> c) & 1)) {
           const lane_group<L> sub = lane_group<L>::here();
           r = group_p2m(sub, arrays.points + __ldg(arrays.point_begin + first + c),
                         __ldg(arrays.point_count + first + c));
           group_store(sub, arrays.payload + first + c, r);
         }
+        if (leaf_mask != (1 << children) - 1) return;  // a leaf group: the node's task merges them
         // The twig's moments from its leaves' at once (every lane ends with the same).
         group_store(g, arrays.payload + node, group_combine<L>(g, r));
         return;
@@ -142,14 +163,16 @@ struct twig_upward_ops {
   }
 
   /// The scheduler's hints (canopy/prefetch.cuh); like operator(), for the tasks make_twig_graph
-  /// makes (a twig has children). `structure`: the task's entry (one load) and, from it, the lines
-  /// of a twig's or leaf's point ranges, into this SM's L1 (an internal node's entry already names
-  /// its children: nothing more). `data`: the points of a twig or leaf (contiguous: a twig's
-  /// leaves are consecutive nodes whose point ranges tile the twig's, by the octree's invariants)
-  /// or the children's payloads, into L2.
+  /// makes. `structure`: the task's entry (one load) and, from it, the lines of a twig's or leaf's
+  /// point ranges, into this SM's L1 (another internal node's entry already names its children:
+  /// nothing more). `data`: the points of a twig or leaf (contiguous: a twig's leaves are
+  /// consecutive nodes whose point ranges tile the twig's, by the octree's invariants) or the
+  /// children's payloads, into L2. A leaf group gets no hints (its leaves' points are not one
+  /// range).
   __device__ void prefetch(task_id t, prefetch_stage stage) const {
     const int4 task = __ldg(reinterpret_cast<const int4*>(tasks + t));
-    const std::int32_t entry = task.x, first = task.y, children = task.z;
+    const std::int32_t entry = task.x, first = task.y, children = task.z, leaf_mask = task.w;
+    if (entry < 0 && leaf_mask != (1 << children) - 1) return;  // a leaf group: its points are not one range
     const bool points_task = children == 0 || entry < 0;
     const std::int32_t a = children == 0 ? entry : first, z = children == 0 ? entry : first + children - 1;
     if (stage == prefetch_stage::structure) {
