@@ -115,10 +115,19 @@ build_report run_build_bench(const std::vector<build_case>& cases, const build_b
     // After the timed builds: the last one must still be the host's tree.
     if (const std::string d = trees::structure_difference(built.download(stream), host); !d.empty())
       throw std::runtime_error("bench build: " + c.label + ": a timed GPU build differs from the host's: " + d);
-    {  // ... and the pipeline's graph the checked one of that tree, array for array
-      const task_graph want = trees::make_device_upward_graph(built.tree.ref(), stream).download();
-      const task_graph got = piped.download();
-      if (got.parent() != want.parent() || got.dependency_count() != want.dependency_count() || got.sources() != want.sources())
+    {  // ... and the pipeline's graph the checked one of that tree, device array for device array
+      const device_task_graph want = trees::make_device_upward_graph(built.tree.ref(), stream);
+      CANOPY_CUDA_TRY(cudaEventSynchronize(piped.ready_event()));
+      const auto copy = [](const std::int32_t* d, std::int32_t n) {
+        std::vector<std::int32_t> h(static_cast<std::size_t>(n));
+        if (n > 0) CANOPY_CUDA_TRY(cudaMemcpy(h.data(), d, h.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+        return h;
+      };
+      if (piped.task_count() != want.task_count() || piped.source_count() != want.source_count() ||
+          piped.sink_count() != want.sink_count() ||
+          copy(piped.parent(), piped.task_count()) != copy(want.parent(), want.task_count()) ||
+          copy(piped.dependency_count(), piped.task_count()) != copy(want.dependency_count(), want.task_count()) ||
+          copy(piped.sources(), piped.source_count()) != copy(want.sources(), want.source_count()))
         throw std::runtime_error("bench build: " + c.label + ": the builder's task graph differs from the checked one");
     }
     r.gpu_build_stream = summarize(build_stream);

@@ -37,8 +37,9 @@ struct twig_staged {
     if constexpr (G != 16) {
       base(t, g);
     } else {
+      // Only twigs are staged; plain nodes and leaf groups run as twig_upward_ops does.
+      if (!base.tasks[t].is_twig()) { base(t, g); return; }
       const std::int32_t entry = __ldg(&base.tasks[t].entry);
-      if (entry >= 0) { base(t, g); return; }
       constexpr int L = 2;
       __shared__ std::uint32_t stage[8][8 * 17];  // 128 threads: 8 groups
       std::uint32_t* mine = stage[threadIdx.x / G];

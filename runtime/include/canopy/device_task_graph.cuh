@@ -24,7 +24,10 @@
 // 12n + 8 bytes; plus CUB's few KB. Output: 8n bytes + 4 per source.
 //
 // from_trusted_forest skips all of it for arrays the caller built itself and vouches for (the GPU
-// octree builder's tree): three device-to-device copies on `stream`, no kernel, no host wait.
+// octree builder's tree): three device-to-device copies on `stream`, no kernel, no host wait. Such
+// a graph is complete in `stream`'s order only: it records an event (ready_event()) that
+// gpu_scheduler's constructor and set_graph wait for on their own stream, and download() on the
+// host; anything else reading its arrays from another stream must wait for that event itself.
 //
 // Header-only, like gpu_scheduler.cuh: nvcc only (kernels are templates, so that any number of
 // translation units may include it).
@@ -41,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -315,7 +319,9 @@ class device_task_graph {
 
   /// from_trusted_forest into this graph, keeping its device arrays where they are large enough:
   /// a tree rebuilt every step then allocates nothing after the first (a cudaMalloc of a few MB
-  /// costs about as much as the copies). No work may still use the graph when this is called.
+  /// costs about as much as the copies). Arrays that must grow grow by half again, and growing
+  /// waits for the device (cudaFree does): a tree that grows a little each step pays it rarely. No
+  /// work may still use the graph when this is called.
   void assign_trusted_forest(const task_id* d_parent, const std::int32_t* d_dependency_count, std::int32_t n,
                              const task_id* d_sources, std::int32_t source_count, std::int32_t sink_count,
                              cudaStream_t stream = nullptr);
@@ -326,6 +332,8 @@ class device_task_graph {
   device_task_graph(device_task_graph&& other) noexcept { *this = std::move(other); }
   device_task_graph& operator=(device_task_graph&& other) noexcept {
     if (this != &other) {
+      if (ready_ != nullptr) (void)cudaEventDestroy(ready_);
+      ready_ = std::exchange(other.ready_, nullptr);
       parent_ = std::move(other.parent_);
       dependency_count_ = std::move(other.dependency_count_);
       sources_ = std::move(other.sources_);
@@ -335,7 +343,9 @@ class device_task_graph {
     }
     return *this;
   }
-  ~device_task_graph() = default;
+  ~device_task_graph() {
+    if (ready_ != nullptr) (void)cudaEventDestroy(ready_);
+  }
 
   std::int32_t task_count() const noexcept { return task_count_; }
   std::int32_t source_count() const noexcept { return source_count_; }
@@ -347,6 +357,14 @@ class device_task_graph {
   const std::int32_t* dependency_count() const noexcept { return dependency_count_.data(); }
   const task_id* sources() const noexcept { return sources_.data(); }
 
+  /// Recorded on the build's stream after a trusted build's copies (assign_trusted_forest); null
+  /// for a graph that is complete on return (from_parents, from_children).
+  cudaEvent_t ready_event() const noexcept { return ready_; }
+  /// Makes `stream` wait until the graph is complete (nothing to do for a checked graph).
+  void wait_ready(cudaStream_t stream) const {
+    if (ready_ != nullptr) cuda_check(cudaStreamWaitEvent(stream, ready_, 0), "device task graph: wait for a trusted build");
+  }
+
   /// The device view the workers read; `pending` is the caller's device working copy of
   /// dependency_count() (copy it device to device before the first run).
   task_graph_ref ref(std::int32_t* pending) const noexcept {
@@ -357,6 +375,7 @@ class device_task_graph {
   /// The same graph on the host (copies parent and sources back, derives the rest): for diagnosis
   /// (e.g. task_graph::find_stuck_task after a timeout) and tests. Synchronous.
   task_graph download() const {
+    if (ready_ != nullptr) cuda_check(cudaEventSynchronize(ready_), "device task graph: download");
     std::vector<task_id> parent(static_cast<std::size_t>(task_count_));
     std::vector<task_id> sources(static_cast<std::size_t>(source_count_));
     if (!parent.empty())
@@ -374,6 +393,7 @@ class device_task_graph {
   device_buffer<task_id> parent_;
   device_buffer<std::int32_t> dependency_count_;
   device_buffer<task_id> sources_;
+  cudaEvent_t ready_ = nullptr;  // owned; see ready_event()
   std::int32_t task_count_ = 0;
   std::int32_t source_count_ = 0;
   std::int32_t sink_count_ = 0;
@@ -621,10 +641,16 @@ inline void device_task_graph::assign_trusted_forest(const task_id* d_parent, co
   task_count_ = source_count_ = sink_count_ = 0;
   const auto tasks = static_cast<std::size_t>(n);
   const auto sources = static_cast<std::size_t>(source_count);
-  if (parent_.size() < tasks) parent_ = device_buffer<task_id>(), parent_ = device_buffer<task_id>(tasks);
-  if (dependency_count_.size() < tasks)
-    dependency_count_ = device_buffer<std::int32_t>(), dependency_count_ = device_buffer<std::int32_t>(tasks);
-  if (sources_.size() < sources) sources_ = device_buffer<task_id>(), sources_ = device_buffer<task_id>(sources);
+  const auto grow = [](auto& buffer, std::size_t need) {
+    using T = std::remove_pointer_t<decltype(buffer.data())>;
+    if (buffer.size() >= need) return;
+    buffer = device_buffer<T>();  // free first
+    buffer = device_buffer<T>(need + need / 2);
+  };
+  grow(parent_, tasks);
+  grow(dependency_count_, tasks);
+  grow(sources_, sources);
+  if (ready_ == nullptr) cuda_check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "device task graph: event");
   if (n > 0) {
     cuda_check(cudaMemcpyAsync(parent_.data(), d_parent, tasks * sizeof(task_id), cudaMemcpyDeviceToDevice, stream),
                "device task graph: copy parents");
@@ -634,6 +660,7 @@ inline void device_task_graph::assign_trusted_forest(const task_id* d_parent, co
     cuda_check(cudaMemcpyAsync(sources_.data(), d_sources, sources * sizeof(task_id), cudaMemcpyDeviceToDevice, stream),
                "device task graph: copy sources");
   }
+  cuda_check(cudaEventRecord(ready_, stream), "device task graph: event");
   task_count_ = n;
   source_count_ = source_count;
   sink_count_ = sink_count;

@@ -303,6 +303,7 @@ inline void gpu_scheduler::check_device_graph(const device_task_graph& graph) co
 }
 
 inline void gpu_scheduler::copy_device_graph(const device_task_graph& graph, cudaStream_t stream) {
+  graph.wait_ready(stream);  // a trusted build may still be copying on its own stream
   const auto n = static_cast<std::size_t>(graph.task_count());
   const auto sources = static_cast<std::size_t>(graph.source_count());
   const auto grow = [](auto& buffer, std::size_t need) {

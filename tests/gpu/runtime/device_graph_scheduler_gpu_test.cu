@@ -5,10 +5,12 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "canopy/cuda/device_buffer.hpp"
@@ -133,6 +135,45 @@ TEST_F(GpuTest, ADeviceGraphWithoutARootIsRefused) {
     EXPECT_EQ(e.code(), canopy::status::invalid_argument);
     EXPECT_NE(std::string(e.what()).find("no root"), std::string::npos) << e.what();
   }
+}
+
+// A trusted graph (from_trusted_forest) is complete only in its build stream's order: a scheduler
+// made from it on another stream must wait for the copies. The build stream is held by a host
+// function until a second thread opens it, 300 ms after the scheduler's constructor was entered;
+// without the wait the scheduler would copy arrays the build has not yet written.
+TEST_F(GpuTest, SchedulerWaitsForATrustedGraphBuiltOnAnotherStream) {
+  tree_case t(canopy::testing::random_tree_parents(20000, 41));
+  const device_buffer<std::int32_t> deps(t.host.dependency_count());
+  const device_buffer<task_id> sources(t.host.sources());
+  cudaStream_t build = nullptr;
+  CANOPY_TEST_CUDA(cudaStreamCreateWithFlags(&build, cudaStreamNonBlocking));
+  std::atomic<bool> open{false};
+  CANOPY_TEST_CUDA(cudaLaunchHostFunc(
+      build,
+      [](void* p) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!static_cast<std::atomic<bool>*>(p)->load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      },
+      &open));
+  const device_task_graph g = device_task_graph::from_trusted_forest(
+      t.d_parent.data(), deps.data(), t.host.task_count(), sources.data(), static_cast<std::int32_t>(t.host.sources().size()),
+      t.host.sink_count(), build);
+  ASSERT_NE(g.ready_event(), nullptr);
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    open = true;
+  });
+  canopy::scheduler_options o;
+  o.deadline = std::chrono::seconds(20);
+  canopy::gpu_scheduler sched(g, o);  // the legacy stream: not ordered after `build` by itself
+  opener.join();
+  canopy::test::gpu_backend::workspace w(t.host);
+  const canopy::run_result r = sched.run(w.ops(nullptr));
+  ASSERT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(canopy::test::exact_run_errors(w.read(), canopy::test::serial_sums(t.host)), "");
+  // download() waits for the copies too.
+  EXPECT_EQ(g.download().parent(), t.host.parent());
+  CANOPY_TEST_CUDA(cudaStreamDestroy(build));
 }
 
 }  // namespace
