@@ -60,6 +60,8 @@ void expect_well_formed(const ct::octree& tree, const ct::twig_graph& tg, const 
       } else {
         ++groups;
         group_of[static_cast<std::size_t>(n)] = static_cast<std::int32_t>(t);
+        // Right after its node's task (the device builder numbers it task_of[n] + 1).
+        EXPECT_EQ(task_of[static_cast<std::size_t>(n)], static_cast<std::int32_t>(t) - 1) << what << ": group of " << n;
       }
     }
   }
