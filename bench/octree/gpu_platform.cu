@@ -101,6 +101,7 @@ struct gpu_tree {
   trees::device_octree tree;
   trees::device_payloads<float> payloads;
   canopy::scheduler_options options;
+  int bucket_points = 0;  // bench_options::bucket_points
   std::optional<baseline_runner> baselines;
   bench_stream stream;  // the timed runs' stream
   // The passes, made on first use (upward_runner: node tasks with trees::upward_lanes lanes, as
@@ -111,6 +112,7 @@ struct gpu_tree {
     auto p = passes.find(kind);
     if (p == passes.end()) {
       trees::upward_options o{trees::pass_backend::gpu, kind, options};
+      o.bucket_points = bucket_points;
       // Twig tasks run on groups of 8-32 lanes: 256-thread blocks moved 8% more bytes per second
       // than 128 at depth 8 (bench/RESULTS.md), and were as fast at depth 5.
       if (kind == trees::pass_tasks::twig) o.scheduler.threads_per_block = std::max(o.scheduler.threads_per_block, 256);
@@ -245,6 +247,7 @@ class gpu_platform final : public platform {
     t->tree = trees::device_octree(tree);
     t->payloads = trees::device_payloads<float>(t->tree.node_count());
     t->options = options.scheduler;
+    t->bucket_points = options.bucket_points;
     t->options.deadline = std::chrono::milliseconds(static_cast<long long>(std::max(1.0, std::ceil(options.budget_ms))));
     t->pass(trees::pass_tasks::node);
     tree_ = std::move(t);

@@ -133,6 +133,7 @@ class host_platform final : public platform {
     passes_.clear();  // made on first use, one per task kind
     options_ = options.scheduler;
     options_.blocks = options.cpu_workers;
+    bucket_points_ = options.bucket_points;
     options_.deadline = std::chrono::milliseconds(static_cast<long long>(std::max(1.0, std::ceil(options.budget_ms))));
   }
   void unload() override {
@@ -148,6 +149,7 @@ class host_platform final : public platform {
       if (pass == passes_.end()) {
         trees::upward_options o{trees::pass_backend::cpu, v.tasks, options_};
         o.scheduler.mode = *v.mode;
+        o.bucket_points = bucket_points_;
         pass = passes_.emplace(v.tasks, std::make_unique<trees::upward_runner>(*tree_, o)).first;
       }
       return std::make_unique<cpu_runner>(*pass->second, *v.mode);
@@ -159,6 +161,7 @@ class host_platform final : public platform {
   const trees::octree* tree_ = nullptr;
   std::map<trees::pass_tasks, std::unique_ptr<trees::upward_runner>> passes_;
   canopy::scheduler_options options_;
+  int bucket_points_ = 0;
   double copy_gb_per_s_ = 0;
 };
 

@@ -106,6 +106,8 @@ struct bench_options {
   canopy::scheduler_options scheduler;
   /// Worker threads of the cpu backend (0: one per hardware thread); scheduler.blocks is the GPU's.
   int cpu_workers = 0;
+  /// Bucket tasks (MODE+bucket): the most points of one bucket; 0 = trees::default_bucket_points.
+  int bucket_points = 0;
   /// Testing hook: the variant of this name has its validated result perturbed (the root's mass
   /// by 1 %), so the wrong-result path can be exercised without a broken kernel. Empty: none.
   std::string inject_wrong_result;

@@ -54,6 +54,7 @@ struct bench_cli {
   double budget_ms = 2000;
   canopy::scheduler_options scheduler;  // --blocks, --threads, --push-policy (scheduler_cli.hpp)
   int cpu_workers = 0;
+  int bucket_points = 0;
   std::string json, csv, plot;
   std::string inject_wrong_result;  // testing hook (hidden)
 };
@@ -237,6 +238,7 @@ int run_bench(const bench_cli& o, const CLI::App& cmd) {
   bo.scheduler.policy = o.scheduler.policy;
   bo.cpu_workers = backend == "cpu" && o.scheduler.blocks > 0 ? o.scheduler.blocks : o.cpu_workers;
   bo.inject_wrong_result = o.inject_wrong_result;
+  bo.bucket_points = o.bucket_points;
 
   cb::bench_engine engine(bo, [](const std::string& line) { spdlog::info("{}", line); });
   if (backend == "gpu") engine.add_platform(cb::make_gpu_platform());
@@ -315,6 +317,10 @@ command add_bench_command(CLI::App& app) {
                         "gpu: blocks of the persistent kernel (0 = all co-resident); on --backend cpu: worker threads");
   cmd->add_option("--cpu-workers", o->cpu_workers, "worker threads of the cpu backend (0 = one per core)")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--bucket-points", o->bucket_points,
+                  "MODE+bucket: the most points of one bucket task (0 = chosen by the tree's size)")
+      ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   cmd->add_option("--json", o->json, "also write the results as JSON to this file");
   cmd->add_option("--csv", o->csv, "also write the results as CSV to this file");

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "canopy/passes/bucket_pass.hpp"
 #include "canopy/passes/twig_pass.hpp"
 #include "canopy/passes/upward_pass.hpp"
 #include "canopy/passes/upward_runner.hpp"
@@ -31,7 +32,7 @@ struct prepared_pass {
 
 struct node_pass {
   using task_data = std::int32_t;  // unused: a node task needs nothing beyond the tree
-  static prepared_pass<task_data> prepare(const octree& tree) { return {make_upward_graph(tree), {}}; }
+  static prepared_pass<task_data> prepare(const octree& tree, const upward_options&) { return {make_upward_graph(tree), {}}; }
   template <class F>
   static decltype(auto) with_lanes(int lanes, F&& f) {
     return with_upward_lanes(lanes, std::forward<F>(f));
@@ -44,7 +45,7 @@ struct node_pass {
 
 struct twig_pass {
   using task_data = twig_task;
-  static prepared_pass<task_data> prepare(const octree& tree) {
+  static prepared_pass<task_data> prepare(const octree& tree, const upward_options&) {
     twig_graph tg = make_twig_graph(tree);
     return {std::move(tg.graph), std::move(tg.tasks)};
   }
@@ -58,12 +59,32 @@ struct twig_pass {
   }
 };
 
+struct bucket_pass {
+  using task_data = std::int32_t;  // the bucket graph's blob (bucket_pass.hpp)
+  static int bucket_points(std::int64_t points, const upward_options& o) {
+    return o.bucket_points > 0 ? o.bucket_points : default_bucket_points(points);
+  }
+  static prepared_pass<task_data> prepare(const octree& tree, const upward_options& o) {
+    bucket_graph bg = make_bucket_graph(tree, bucket_points(static_cast<std::int64_t>(tree.points.size()), o));
+    return {std::move(bg.graph), std::move(bg.blob)};
+  }
+  template <class F>
+  static decltype(auto) with_lanes(int, F&& f) {  // a bucket runs on a warp whatever the lanes say
+    return f(std::integral_constant<int, 32>{});
+  }
+  template <int Lanes>
+  static bucket_upward_ops<float> ops(const pass_arrays& a, const task_data* blob) {
+    return {blob, a};
+  }
+};
+
 /// Calls f(Kind{}) with the table entry of `tasks`.
 template <class F>
 decltype(auto) with_pass_kind(pass_tasks tasks, F&& f) {
   switch (tasks) {
     case pass_tasks::node: return f(node_pass{});
     case pass_tasks::twig: return f(twig_pass{});
+    case pass_tasks::bucket: return f(bucket_pass{});
   }
   throw std::invalid_argument("upward_runner: unknown task kind");
 }

@@ -23,7 +23,7 @@ class cpu_engine final : public upward_runner::engine {
  public:
   cpu_engine(const octree& tree, const upward_options& options)
       : engine(pass_backend::cpu, options.tasks),
-        prepared_(Kind::prepare(tree)),
+        prepared_(Kind::prepare(tree, options)),
         payloads_(static_cast<std::size_t>(tree.node_count())),
         sched_(prepared_.graph, options.scheduler),
         ops_(Kind::template ops<detail::host_lanes>(

@@ -55,13 +55,34 @@ struct device_prepared_pass {
 };
 
 device_prepared_pass<std::int32_t> prepare_on_device(detail::node_pass, const octree_ref& tree, cudaStream_t stream,
-                                                     canopy::device_graph_workspace& workspace) {
+                                                     canopy::device_graph_workspace& workspace, const upward_options&) {
   return {make_device_upward_graph(tree, stream, &workspace), {}};
 }
 device_prepared_pass<twig_task> prepare_on_device(detail::twig_pass, const octree_ref& tree, cudaStream_t stream,
-                                                  canopy::device_graph_workspace& workspace) {
+                                                  canopy::device_graph_workspace& workspace, const upward_options&) {
   device_twig_graph g = make_device_twig_graph(tree, stream, &workspace);
   return {std::move(g.graph), std::move(g.tasks)};
+}
+/// Bucket tasks of a device tree: not yet built by kernels. The structure arrays come to the host
+/// (one wait on `stream`), the decomposition is made there and uploaded: correct, but a host round
+/// trip per tree (a device build is future work, see bucket_pass.hpp).
+device_prepared_pass<std::int32_t> prepare_on_device(detail::bucket_pass, const octree_ref& tree, cudaStream_t stream,
+                                                     canopy::device_graph_workspace&, const upward_options& options) {
+  const auto n = static_cast<std::size_t>(tree.node_count);
+  octree host;
+  host.first_child.resize(n);
+  host.child_count.resize(n);
+  host.point_begin.resize(n);
+  host.point_count.resize(n);
+  for (auto [dst, src] : {std::pair{&host.first_child, tree.first_child}, std::pair{&host.child_count, tree.child_count},
+                          std::pair{&host.point_begin, tree.point_begin}, std::pair{&host.point_count, tree.point_count}})
+    CANOPY_CUDA_TRY(cudaMemcpyAsync(dst->data(), src, n * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+  bucket_graph bg = make_bucket_graph(host, detail::bucket_pass::bucket_points(tree.point_total, options));
+  const canopy::device_buffer<task_id> parent(bg.graph.parent()), sources(bg.graph.sources());
+  return {canopy::device_task_graph::from_parents(parent.data(), bg.graph.task_count(), stream, sources.data(),
+                                                  static_cast<std::int32_t>(bg.graph.sources().size())),
+          canopy::device_buffer<std::int32_t>(bg.blob)};
 }
 
 template <class Kind, int Lanes>
@@ -85,6 +106,7 @@ class gpu_engine final : public upward_runner::engine {
         task_data_(std::move(prepared.data)),
         sched_(prepared.graph, options.scheduler, stream),
         ops_(make_ops(data_, task_data_)),
+        options_(options),
         device_tree_(true) {}
 
   canopy::run_result run(CUstream_st* stream) override { return sched_.run(ops_, stream); }
@@ -93,7 +115,7 @@ class gpu_engine final : public upward_runner::engine {
   void set_tree(const device_octree& tree, device_payloads<float>& payloads, CUstream_st* stream) override {
     if (!device_tree_) upward_runner::engine::set_tree(tree, payloads, stream);  // throws: a host tree's runner
     gpu_pass_data data(tree, payloads);
-    auto prepared = prepare_on_device(Kind{}, tree.ref(), stream, workspace_);
+    auto prepared = prepare_on_device(Kind{}, tree.ref(), stream, workspace_, options_);
     sched_.set_graph(prepared.graph, stream);
     task_data_ = std::move(prepared.data);  // the old buffer's cudaFree waits for runs still reading it
     data_ = std::move(data);
@@ -141,6 +163,7 @@ class gpu_engine final : public upward_runner::engine {
   canopy::gpu_scheduler sched_;
   ops_type ops_;
   canopy::cuda_event start_, stop_;
+  upward_options options_;                  // set_tree's graph builds use it
   bool device_tree_ = false;                 // made from a device tree: set_tree allowed
   canopy::device_graph_workspace workspace_;  // the graph builds' scratch, kept between set_tree calls
 };
@@ -157,7 +180,7 @@ std::unique_ptr<upward_runner::engine> make_gpu_engine(const octree& tree, const
   const int lanes = options.lanes != 0 ? options.lanes : upward_lanes(tree);
   return with_pass_kind(options.tasks, [&](auto kind) -> std::unique_ptr<upward_runner::engine> {
     using Kind = decltype(kind);
-    auto prepared = Kind::prepare(tree);
+    auto prepared = Kind::prepare(tree, options);
     return Kind::with_lanes(lanes, [&](auto l) -> std::unique_ptr<upward_runner::engine> {
       return std::make_unique<gpu_engine<Kind, decltype(l)::value>>(std::move(data), std::move(prepared), options);
     });
@@ -171,7 +194,7 @@ std::unique_ptr<upward_runner::engine> make_device_tree_engine(const device_octr
   return with_pass_kind(options.tasks, [&](auto kind) -> std::unique_ptr<upward_runner::engine> {
     using Kind = decltype(kind);
     canopy::device_graph_workspace workspace;
-    auto prepared = prepare_on_device(Kind{}, device_tree.ref(), stream, workspace);
+    auto prepared = prepare_on_device(Kind{}, device_tree.ref(), stream, workspace, options);
     return Kind::with_lanes(lanes, [&](auto l) -> std::unique_ptr<upward_runner::engine> {
       return std::make_unique<gpu_engine<Kind, decltype(l)::value>>(std::move(data), std::move(prepared), options, stream);
     });

@@ -51,14 +51,17 @@ constexpr std::optional<pass_backend> parse_pass_backend(std::string_view name) 
 }
 
 /// How the pass is cut into scheduler tasks: `node`, one task per octree node (upward_pass.hpp);
-/// `twig`, one task per twig and its leaves plus one per other node (twig_pass.hpp).
-enum class pass_tasks { node, twig };
-inline constexpr std::array<pass_tasks, 2> all_pass_tasks = {pass_tasks::node, pass_tasks::twig};
+/// `twig`, one task per twig and its leaves plus one per other node (twig_pass.hpp); `bucket`, one
+/// warp task per run of about bucket_points Morton-ordered points (whole small subtrees, leaves
+/// by a segmented reduction) plus one per bigger node (bucket_pass.hpp).
+enum class pass_tasks { node, twig, bucket };
+inline constexpr std::array<pass_tasks, 3> all_pass_tasks = {pass_tasks::node, pass_tasks::twig, pass_tasks::bucket};
 
 constexpr std::string_view to_string(pass_tasks t) {
   switch (t) {
     case pass_tasks::node: return "node";
     case pass_tasks::twig: return "twig";
+    case pass_tasks::bucket: return "bucket";
   }
   return "?";
 }
@@ -82,6 +85,8 @@ struct upward_options {
   /// GPU lanes per node task (1, 2, 4 or 8; a twig's leaves get with_twig_lanes of it);
   /// 0 = upward_lanes(tree). The CPU backend runs every task on one thread whatever it says.
   int lanes = 0;
+  /// Bucket tasks: the most points of one bucket (>= 1); 0 = default_bucket_points(points).
+  int bucket_points = 0;
 };
 
 /// One pass and the clock of its backend: host steady clock around the run (cpu), CUDA events
