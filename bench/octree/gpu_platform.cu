@@ -113,6 +113,8 @@ struct gpu_tree {
     if (p == passes.end()) {
       trees::upward_options o{trees::pass_backend::gpu, kind, options};
       o.bucket_points = bucket_points;
+      // Bucket tasks stage a bucket in shared memory for at most 4 warps a block.
+      if (kind == trees::pass_tasks::bucket) o.scheduler.threads_per_block = std::min(o.scheduler.threads_per_block, 128);
       // Twig tasks run on groups of 8-32 lanes: 256-thread blocks moved 8% more bytes per second
       // than 128 at depth 8 (bench/RESULTS.md), and were as fast at depth 5.
       if (kind == trees::pass_tasks::twig) o.scheduler.threads_per_block = std::max(o.scheduler.threads_per_block, 256);

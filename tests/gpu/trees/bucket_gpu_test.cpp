@@ -9,6 +9,7 @@
 #include <canopy/trees/generators.hpp>
 #include <canopy/trees/reference.hpp>
 
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,10 +42,9 @@ std::string what(const std::string& tree, int budget, canopy::mode m, int blocks
 TEST_F(bucket_gpu, every_bucket_size_matches_the_reference) {
   for (const auto& [name, tree] : trees()) {
     const auto ref = ct::reference_upward_pass(tree);
-    for (const int budget : {1, 5, 31, 128, 129, 130, 257, 1000, 1 << 20}) {
+    for (const int budget : {1, 5, 31, 128, 129, 130, 255, 256}) {
       ct::upward_options o{ct::pass_backend::gpu, ct::pass_tasks::bucket, {}};
       o.bucket_points = budget;
-      o.scheduler.threads_per_block = 256;
       ct::upward_runner pass(tree, o);
       EXPECT_EQ(pass.lanes(), 32);
       for (const canopy::mode m : {canopy::mode::continuation, canopy::mode::lockfree}) {
@@ -79,6 +79,20 @@ TEST_F(bucket_gpu, every_mode_and_grid_matches_the_reference) {
       }
     }
   }
+}
+
+TEST_F(bucket_gpu, refuses_what_shared_memory_cannot_hold) {
+  const ct::octree tree = ct::build_complete_octree(2, 8, 3);
+  ct::upward_options o{ct::pass_backend::gpu, ct::pass_tasks::bucket, {}};
+  o.bucket_points = 257;
+  EXPECT_THROW(ct::upward_runner(tree, o), std::invalid_argument);
+  o.bucket_points = -1;
+  EXPECT_THROW(ct::upward_runner(tree, o), std::invalid_argument);
+  o.bucket_points = 256;
+  o.scheduler.threads_per_block = 160;
+  EXPECT_THROW(ct::upward_runner(tree, o), std::invalid_argument);
+  o.scheduler.threads_per_block = 128;
+  EXPECT_NO_THROW(ct::upward_runner(tree, o));
 }
 
 TEST_F(bucket_gpu, repeated_runs_and_the_device_tree_runner_agree) {

@@ -12,12 +12,9 @@
 namespace canopy::trees {
 
 int default_bucket_points(std::int64_t points) {
-  // About four buckets of ~60% fill per warp of a full H100 grid (528 blocks x 8 warps).
-  constexpr std::int64_t warps = 528 * 8;
-  const std::int64_t want = points / (warps * 4 * 6 / 10 + 1);
-  int b = 128;
-  while (b < 1024 && 2 * static_cast<std::int64_t>(b) <= want) b *= 2;
-  return b;
+  // The H100 sweep (bench/RESULTS.md, eleventh session): 128 points up to a few million points
+  // (more buckets than warps), 256 above; the GPU stages at most 256.
+  return points >= (std::int64_t{1} << 22) ? 256 : 128;
 }
 
 namespace {
@@ -72,10 +69,8 @@ bucket_graph make_bucket_graph(const octree& tree, int bucket_points) {
   bucket_graph out;
   if (nodes == 0) {
     out.graph = task_graph::from_parents({});
-    out.blob = {4, 0, 0, 0, 0, 0};
     return out;
   }
-  const std::int64_t total_points = static_cast<std::int64_t>(tree.point_begin[0]) + tree.point_count[0];
   std::vector<std::int32_t> records;  // 4 per task
   std::vector<std::int32_t> lists;    // the buckets' lists, offsets relative to their start
   std::vector<task_id> parent;
@@ -92,14 +87,16 @@ bucket_graph make_bucket_graph(const octree& tree, int bucket_points) {
   auto add_bucket = [&](std::int32_t a, std::int32_t b, task_id p) {
     bucket_builder bb{tree, {}, {}};
     for (std::int32_t c = a; c < b; ++c) bb.add(c);
-    const auto begin = tree.point_begin[static_cast<std::size_t>(a)];
-    const auto end = tree.point_begin[static_cast<std::size_t>(b - 1)] + tree.point_count[static_cast<std::size_t>(b - 1)];
+    const std::int32_t begin = tree.point_begin[static_cast<std::size_t>(a)];
+    const std::int32_t end = tree.point_begin[static_cast<std::size_t>(b - 1)] + tree.point_count[static_cast<std::size_t>(b - 1)];
     const auto list = static_cast<std::int32_t>(lists.size());
     lists.push_back(static_cast<std::int32_t>(bb.leaves.size()));
-    lists.insert(lists.end(), bb.leaves.begin(), bb.leaves.end());
+    for (const std::int32_t leaf : bb.leaves) lists.insert(lists.end(), {leaf, tree.point_begin[static_cast<std::size_t>(leaf)] - begin});
+    lists.insert(lists.end(), {-1, end - begin});  // a closing record: where the last leaf ends
     for (const auto& w : bb.waves) {
       lists.push_back(static_cast<std::int32_t>(w.size()));
-      lists.insert(lists.end(), w.begin(), w.end());
+      for (const std::int32_t n : w)
+        lists.insert(lists.end(), {n, tree.first_child[static_cast<std::size_t>(n)], tree.child_count[static_cast<std::size_t>(n)]});
     }
     list_fixups.push_back(records.size() + 2);
     const task_id t = new_task(~begin, end, list, static_cast<std::int32_t>(lists.size()), p);
@@ -156,27 +153,16 @@ bucket_graph make_bucket_graph(const octree& tree, int bucket_points) {
     return first_point(a) < first_point(b);
   });
 
-  // The blob: header, records, lists, bitmap (one bit per point, and bit total_points, set where
-  // a leaf starts; two words of slack for the kernel's 64-bit window).
-  const std::size_t list_base = 4 + records.size();
-  const std::size_t bitmap_base = list_base + lists.size();
-  const std::size_t bitmap_words = static_cast<std::size_t>(total_points >> 5) + 2;
-  if (bitmap_base + bitmap_words > static_cast<std::size_t>(INT32_MAX))
+  // The blob: the records, then the lists (their offsets made absolute).
+  const std::size_t list_base = records.size();
+  if (list_base + lists.size() > static_cast<std::size_t>(INT32_MAX))
     throw std::invalid_argument("make_bucket_graph: the task data would exceed 2^31 - 1 words");
-  out.blob.assign(bitmap_base + bitmap_words, 0);
-  out.blob[0] = static_cast<std::int32_t>(bitmap_base);
   for (const std::size_t i : list_fixups) {
     records[i] += static_cast<std::int32_t>(list_base);
     records[i + 1] += static_cast<std::int32_t>(list_base);
   }
-  std::copy(records.begin(), records.end(), out.blob.begin() + 4);
-  std::copy(lists.begin(), lists.end(), out.blob.begin() + static_cast<std::ptrdiff_t>(list_base));
-  auto* bitmap = reinterpret_cast<std::uint32_t*>(out.blob.data() + bitmap_base);
-  auto set_bit = [&](std::int64_t p) { bitmap[p >> 5] |= 1u << (p & 31); };
-  for (std::int32_t n = 0; n < nodes; ++n)
-    if (tree.child_count[static_cast<std::size_t>(n)] == 0 && tree.point_count[static_cast<std::size_t>(n)] > 0)
-      set_bit(tree.point_begin[static_cast<std::size_t>(n)]);
-  set_bit(total_points);
+  out.blob = std::move(records);
+  out.blob.insert(out.blob.end(), lists.begin(), lists.end());
   out.graph = task_graph::from_parents(parent, sources);
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -64,16 +65,31 @@ struct bucket_pass {
   static int bucket_points(std::int64_t points, const upward_options& o) {
     return o.bucket_points > 0 ? o.bucket_points : default_bucket_points(points);
   }
+  /// The GPU's limits (bucket_upward_ops stages a bucket in shared memory); any bucket size on the CPU.
+  static void check(const upward_options& o, std::int64_t points) {
+    if (o.bucket_points < 0)
+      throw std::invalid_argument("bucket tasks: bucket_points must be >= 0 (0 = chosen by the tree's size), got " +
+                                  std::to_string(o.bucket_points));
+    if (o.backend != pass_backend::gpu) return;
+    using ops = bucket_upward_ops<float>;
+    if (bucket_points(points, o) > ops::max_bucket_points)
+      throw std::invalid_argument("bucket tasks on the gpu: at most " + std::to_string(ops::max_bucket_points) +
+                                  " points a bucket, got " + std::to_string(o.bucket_points));
+    if (o.scheduler.threads_per_block > 32 * ops::max_warps)
+      throw std::invalid_argument("bucket tasks on the gpu: at most " + std::to_string(32 * ops::max_warps) +
+                                  " threads a block, got " + std::to_string(o.scheduler.threads_per_block));
+  }
   static prepared_pass<task_data> prepare(const octree& tree, const upward_options& o) {
+    check(o, static_cast<std::int64_t>(tree.points.size()));
     bucket_graph bg = make_bucket_graph(tree, bucket_points(static_cast<std::int64_t>(tree.points.size()), o));
     return {std::move(bg.graph), std::move(bg.blob)};
   }
   template <class F>
-  static decltype(auto) with_lanes(int, F&& f) {  // a bucket runs on a warp whatever the lanes say
-    return f(std::integral_constant<int, 32>{});
+  static decltype(auto) with_lanes(int, F&& f) {  // one lane a leaf (from shared memory); a bucket runs on a warp
+    return f(std::integral_constant<int, 1>{});
   }
   template <int Lanes>
-  static bucket_upward_ops<float> ops(const pass_arrays& a, const task_data* blob) {
+  static bucket_upward_ops<float, Lanes> ops(const pass_arrays& a, const task_data* blob) {
     return {blob, a};
   }
 };

@@ -68,6 +68,7 @@ device_prepared_pass<twig_task> prepare_on_device(detail::twig_pass, const octre
 /// trip per tree (a device build is future work, see bucket_pass.hpp).
 device_prepared_pass<std::int32_t> prepare_on_device(detail::bucket_pass, const octree_ref& tree, cudaStream_t stream,
                                                      canopy::device_graph_workspace&, const upward_options& options) {
+  detail::bucket_pass::check(options, tree.point_total);
   const auto n = static_cast<std::size_t>(tree.node_count);
   octree host;
   host.first_child.resize(n);

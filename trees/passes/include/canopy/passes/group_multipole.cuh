@@ -27,18 +27,26 @@
 
 namespace canopy::trees {
 
-// P2M of pts[0, n) by the G lanes of g; the same as trees::p2m<float> (two passes: mass, com and
-// box, then central second moments about the finished com; the unweighted centroid when the mass
-// is 0) up to summation order, which compare_payloads' bounds allow. Points are read-only for the
-// whole kernel, so the read-only path (__ldg) is safe; each lane keeps its first `held` points in
-// registers for the second pass, so leaves of up to held * G points are read from memory once.
-template <int G>
-__device__ multipole<float> group_p2m(const canopy::lane_group<G>& g, const point* pts, std::int32_t n) {
+// How group_p2m_with reads a point. The read-only path for points in global memory: points are
+// read-only for the whole kernel, so __ldg is safe.
+struct load_points_ldg {
+  __device__ float4 operator()(const float4* p) const { return __ldg(p); }
+};
+// Points staged in shared memory (or anywhere a plain load reads).
+struct load_points_plain {
+  __device__ float4 operator()(const float4* p) const { return *p; }
+};
+
+// P2M of p4[0, n) by the G lanes of g, each point read with `load` (a load_points_* policy); the
+// same as trees::p2m<float> (two passes: mass, com and box, then central second moments about the
+// finished com; the unweighted centroid when the mass is 0) up to summation order, which
+// compare_payloads' bounds allow. Each lane keeps its first `held` points in registers for the
+// second pass, so leaves of up to held * G points are read from memory once.
+template <int G, class Load>
+__device__ multipole<float> group_p2m_with(const canopy::lane_group<G>& g, const float4* p4, std::int32_t n, Load load) {
   constexpr int held = 4;
   multipole<float> r = multipole_identity<float>();
   if (n <= 0) return r;
-  // point is alignas(16) and 16 bytes: one 128-bit load each.
-  const float4* p4 = reinterpret_cast<const float4*>(pts);
   float4 cache[held];
   float mass = 0.f, sx = 0.f, sy = 0.f, sz = 0.f;
   float lo[3] = {r.lo[0], r.lo[1], r.lo[2]}, hi[3] = {r.hi[0], r.hi[1], r.hi[2]};
@@ -57,10 +65,10 @@ __device__ multipole<float> group_p2m(const canopy::lane_group<G>& g, const poin
 #pragma unroll
   for (int k = 0; k < held; ++k) {
     const std::int32_t i = g.rank + k * G;
-    cache[k] = i < n ? __ldg(p4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    cache[k] = i < n ? load(p4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     if (i < n) first_pass(cache[k]);
   }
-  for (std::int32_t i = g.rank + held * G; i < n; i += G) first_pass(__ldg(p4 + i));
+  for (std::int32_t i = g.rank + held * G; i < n; i += G) first_pass(load(p4 + i));
 
   r.count = static_cast<std::uint32_t>(n);
   r.mass = mass = canopy::group_sum(g, mass);
@@ -76,7 +84,7 @@ __device__ multipole<float> group_p2m(const canopy::lane_group<G>& g, const poin
     // Massless leaf: the unweighted centroid, m2 = 0 (multipole.hpp). Rare, so it re-reads.
     float cx = 0.f, cy = 0.f, cz = 0.f;
     for (std::int32_t i = g.rank; i < n; i += G) {
-      const float4 v = __ldg(p4 + i);
+      const float4 v = load(p4 + i);
       cx += v.x;
       cy += v.y;
       cz += v.z;
@@ -103,10 +111,17 @@ __device__ multipole<float> group_p2m(const canopy::lane_group<G>& g, const poin
 #pragma unroll
   for (int k = 0; k < held; ++k)
     if (g.rank + k * G < n) second_pass(cache[k]);
-  for (std::int32_t i = g.rank + held * G; i < n; i += G) second_pass(__ldg(p4 + i));
+  for (std::int32_t i = g.rank + held * G; i < n; i += G) second_pass(load(p4 + i));
 #pragma unroll
   for (int j = 0; j < 6; ++j) r.m2[j] = canopy::group_sum(g, m2[j]);
   return r;
+}
+
+// group_p2m_with over points in global memory (pts[0, n)).
+template <int G>
+__device__ multipole<float> group_p2m(const canopy::lane_group<G>& g, const point* pts, std::int32_t n) {
+  // point is alignas(16) and 16 bytes: one 128-bit load each.
+  return group_p2m_with(g, reinterpret_cast<const float4*>(pts), n, load_points_ldg{});
 }
 
 // The moments of the union of disjoint point sets, one per sub-group of Stride lanes of g (the
