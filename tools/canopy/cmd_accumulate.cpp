@@ -57,8 +57,9 @@ void add_pass_options(CLI::App& cmd, pass_options& o) {
          "--tasks", [&o](const std::string& name) { o.backend.tasks = trees::parse_pass_tasks(name); },
          "twig: a task computes a node whose children are all leaves together with its leaves "
          "(8x fewer tasks on a complete tree; on an H100 GPU faster than node tasks on complete and "
-         "adaptive trees, see bench/RESULTS.md); node: one task per octree node; auto: twig on "
-         "the gpu backend, node on the cpu backend")
+         "adaptive trees, see bench/RESULTS.md); node: one task per octree node; bucket: a warp task "
+         "per run of whole small subtrees of up to 128-256 points (not yet faster than twig); auto: twig "
+         "on the gpu backend, node on the cpu backend")
       ->check(CLI::IsMember(tasks))
       ->default_str("auto");
   cmd.add_option("--build", o.build,
