@@ -123,6 +123,27 @@ TEST(dag_dot, malformed_text_is_an_input_error_with_what_boost_said) {
   }
 }
 
+// 30,000 nested braces overflowed the parser's stack (SIGSEGV) before the bound: now a typed error
+// at the first brace past it, whatever the nesting is made of; braces in quoted names do not count.
+TEST(dag_dot, deep_nesting_is_an_input_error_not_a_stack_overflow) {
+  for (const std::string open : {"{", "[", "subgraph {"}) {
+    std::string text = "digraph { a -> b ";
+    for (int i = 0; i < 30000; ++i) text += open;
+    const auto what = input_error_of(text);
+    EXPECT_NE(what.find("nested deeper than " + std::to_string(trees::max_dot_nesting) + " levels"), std::string::npos)
+        << open << ": " << what;
+  }
+  std::string deep_name = "digraph { \"";
+  for (int i = 0; i < 1000; ++i) deep_name += "{";
+  deep_name += "\" -> b }";
+  EXPECT_EQ(trees::parse_dag_dot(deep_name).graph.task_count(), 2);
+  std::string at_bound = "digraph { a -> b ";
+  for (int i = 1; i < trees::max_dot_nesting; ++i) at_bound += "subgraph { ";
+  for (int i = 1; i < trees::max_dot_nesting; ++i) at_bound += "} ";
+  at_bound += "}";
+  EXPECT_EQ(trees::parse_dag_dot(at_bound).graph.task_count(), 2);
+}
+
 TEST(dag_dot, other_bad_input) {
   EXPECT_NE(input_error_of("graph { a -- b }").find("digraph"), std::string::npos);
   EXPECT_NE(input_error_of("digraph { a [weight=1.5] }").find("weight '1.5'"), std::string::npos);

@@ -56,9 +56,32 @@ std::string cycle_text(const std::vector<std::size_t>& cycle, const std::vector<
   return s + names[cycle.front()];
 }
 
+// Boost's DOT parser descends recursively into every `{` (subgraphs) and `[` (attribute lists):
+// 30,000 nested braces overflowed the stack (SIGSEGV). No DAG needs more than a few levels, so the
+// nesting is bounded before Boost sees the text. Only quoted strings are skipped (the lexer reads
+// them as one token); braces anywhere else count, comments included, so that the bound can only
+// be stricter than what Boost would recurse into.
+void check_nesting(std::string_view text, const std::string& source) {
+  int depth = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {  // up to the next unescaped quote
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        if (text[i] == '\\') ++i;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_dot_nesting)
+        throw input_error(source, "braces or brackets nested deeper than " + std::to_string(max_dot_nesting) +
+                                      " levels (at byte " + std::to_string(i) + ")");
+    } else if (c == '}' || c == ']') {
+      --depth;  // unbalanced input is Boost's to report
+    }
+  }
+}
+
 }  // namespace
 
 dot_dag parse_dag_dot(std::string_view text, const std::string& source) {
+  check_nesting(text, source);
   dot_graph g;
   boost::dynamic_properties dp(boost::ignore_other_properties);
   dp.property("node_id", boost::get(&dot_vertex::name, g));

@@ -28,6 +28,10 @@
 
 namespace canopy::trees {
 
+/// The deepest nesting of `{` and `[` a DOT input may have (outside quoted strings): Boost's
+/// parser recurses into each, and a deeper input is refused before it can overflow the stack.
+inline constexpr int max_dot_nesting = 256;
+
 /// A DAG read from DOT: the schedulable graph plus what the file said about each task.
 struct dot_dag {
   canopy::task_graph graph;
@@ -37,8 +41,9 @@ struct dot_dag {
 
 /// Parses DOT text. `source` names the input in error messages (a path, or "DOT input").
 /// Throws input_error ("<source>: <problem>", one line, with what Boost said) for malformed DOT,
-/// an undirected graph, a bad weight or a duplicate edge; graph_error (kind::cycle, nodes() the
-/// cycle's task ids in edge order, what() naming the DOT names) for a cycle or a self-loop.
+/// an undirected graph, a bad weight, a duplicate edge or nesting deeper than max_dot_nesting;
+/// graph_error (kind::cycle, nodes() the cycle's task ids in edge order, what() naming the DOT
+/// names) for a cycle or a self-loop.
 /// An empty digraph gives an empty task graph.
 dot_dag parse_dag_dot(std::string_view text, const std::string& source = "DOT input");
 
