@@ -72,7 +72,19 @@ run_result cpu_scheduler::finish() {
                 std::to_string(r.task);
   } else if (r.code == status::aborted && r.message.empty()) {
     r.message = "run aborted by the host";
+  } else if (r.code == status::task_error) {
+    std::string what = "an exception not derived from std::exception";
+    try {
+      if (guard_->thrown) std::rethrow_exception(guard_->thrown);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    if (guard_->thrown) r.task = guard_->thrower;  // two tasks may throw at once: report the one kept
+    r.message = "task " + std::to_string(r.task) + " threw: " + what;
   }
+  guard_->thrown = nullptr;
+  guard_->thrower = no_task;
   if (!r.ok()) pending_ = graph_.dependency_count();  // a failed run leaves counters half-way
   // A failed mutex-mode run can leave nodes in its list; free them now (the workers have joined),
   // not at the next run's reset, which a scheduler destroyed after its last run never reaches.

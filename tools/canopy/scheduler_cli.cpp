@@ -3,6 +3,8 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -55,9 +57,26 @@ void add_scheduler_options(CLI::App& cmd, canopy::scheduler_options& o, unsigned
   if (which & option_deadline)
     cmd.add_option_function<double>(
            "--deadline-ms",
-           [&o](double ms) { o.deadline = std::chrono::milliseconds(static_cast<long long>(ms)); },
-           "a run still going after this stops with a timeout")
-        ->check(CLI::PositiveNumber)
+           // The scheduler's deadline has millisecond resolution: a fraction rounds up, never down
+           // to a deadline shorter than asked (0.01 used to truncate to 0, "must be positive").
+           [&o](double ms) { o.deadline = std::chrono::milliseconds(static_cast<long long>(std::ceil(ms))); },
+           "a run still going after this stops with a timeout (whole milliseconds, at least 1; a fraction "
+           "rounds up)")
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+              double ms = 0;
+              try {
+                std::size_t used = 0;
+                ms = std::stod(text, &used);
+                if (used != text.size()) return "'" + text + "' is not a number of milliseconds";
+              } catch (const std::exception&) {
+                return "'" + text + "' is not a number of milliseconds";
+              }
+              if (!(ms >= 1.0)) return "the deadline has millisecond resolution: at least 1, not " + text;
+              if (!(ms <= 1e12)) return "at most 1e12 ms (about 31 years), not " + text;
+              return {};
+            },
+            "MS >= 1"))
         ->default_str(std::to_string(o.deadline.count()));
 }
 

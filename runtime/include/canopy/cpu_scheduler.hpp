@@ -8,7 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -26,6 +28,25 @@
 
 namespace canopy {
 
+namespace detail {
+/// What a CPU run keeps beyond the portable state: whether a run is in progress (one at a time per
+/// scheduler), and the first exception a task threw (reported as status::task_error).
+struct cpu_run_guard {
+  std::atomic<bool> running{false};
+  std::mutex mutex;
+  std::exception_ptr thrown;  // the first exception a task threw in this run, and that task
+  task_id thrower = no_task;
+};
+
+/// now + d, saturated at the clock's end: milliseconds::max() ("no deadline") must not overflow.
+inline std::chrono::steady_clock::time_point deadline_after(std::chrono::steady_clock::time_point now,
+                                                            std::chrono::milliseconds d) {
+  using clock = std::chrono::steady_clock;
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - now);
+  return d >= room ? clock::time_point::max() : now + std::chrono::duration_cast<clock::duration>(d);
+}
+}  // namespace detail
+
 class cpu_scheduler {
  public:
   /// Copies what it needs from `graph`; throws canopy::error on bad options.
@@ -36,6 +57,9 @@ class cpu_scheduler {
   cpu_scheduler& operator=(cpu_scheduler&&) = default;
 
   /// Runs every task once, each after its dependencies, calling ops(task) on the worker threads.
+  /// One run at a time: run() while another thread's run of this scheduler is in progress returns
+  /// status::invalid_argument at once. An exception thrown by ops ends the run with
+  /// status::task_error naming the task (the scheduler stays usable).
   template <class Ops>
   run_result run(const Ops& ops);
 
@@ -70,6 +94,7 @@ class cpu_scheduler {
   std::vector<std::uint64_t> shared_slots_;
   std::unique_ptr<detail::run_counters> counters_;
   std::unique_ptr<detail::run_report> report_;
+  std::unique_ptr<detail::cpu_run_guard> guard_ = std::make_unique<detail::cpu_run_guard>();
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -77,6 +102,9 @@ class cpu_scheduler {
 namespace detail {
 /// The most tasks a CPU worker fetches at once, and the sources it claims per fetch.
 inline constexpr int cpu_batch_max = 32;
+/// A worker running a chain of tasks (continuation) looks at the clock and the abort flag every
+/// this many tasks: a long chain must still time out.
+inline constexpr int cpu_chain_check = 64;
 }  // namespace detail
 
 template <mode M, class Ops>
@@ -99,6 +127,9 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
         break;
       }
   }
+  // Past the deadline, a run that has already finished (its last sink done while this worker
+  // looked) is complete, not late: the GPU kernel has the same guard.
+  auto late = [&] { return std::chrono::steady_clock::now() > deadline && !detail::run_complete<scope>(r); };
   detail::backoff idle;
   while (!detail::should_stop<scope>(r)) {
     if (detail::abort_requested(r)) {
@@ -110,7 +141,7 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
     else b = detail::fetch_batch<scope, M>(r, worker, &priv, batch, batch_max, false, sources_done);
     const int n = b.size();
     if (n == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (late()) {
         detail::fail<scope>(r, status::timeout, no_task);
         break;
       }
@@ -120,8 +151,20 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
     staged.clear();
     for (int i = 0; i < n; ++i) {
       task_id t = b.at(r, batch, i);
-      while (t != no_task) {
-        ops(t);
+      for (int hops = 1; t != no_task; ++hops) {
+        try {
+          ops(t);
+        } catch (...) {
+          {
+            const std::lock_guard<std::mutex> lock(guard_->mutex);
+            if (!guard_->thrown) {
+              guard_->thrown = std::current_exception();
+              guard_->thrower = t;
+            }
+          }
+          detail::fail<scope>(r, status::task_error, t);
+          return;  // the run has failed; reset_state() rebuilds the queues before the next one
+        }
         task_id next = no_task;
         auto on_ready = [&](task_id s) {
           if (T.continuation && next == no_task) next = s;
@@ -131,6 +174,16 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
                                         : detail::resolve_locked<scope>(r, t, on_ready);
         if (succs == 0) detail::sink_finished<scope>(r);
         t = next;
+        if (t != no_task && hops % detail::cpu_chain_check == 0) {
+          if (late()) {
+            detail::fail<scope>(r, status::timeout, no_task);
+            return;
+          }
+          if (detail::abort_requested(r)) {
+            detail::fail<scope>(r, status::aborted, no_task);
+            return;
+          }
+        }
       }
     }
     if constexpr (T.linked_list_queue) {
@@ -142,7 +195,7 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
     } else if (!staged.empty()) {
       detail::push_batch<scope, M>(r, worker, &priv, tick, staged.data(), static_cast<int>(staged.size()));
     }
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (late()) {
       detail::fail<scope>(r, status::timeout, no_task);
       break;
     }
@@ -153,7 +206,7 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
 
 template <mode M, class Ops>
 void cpu_scheduler::run_mode(const Ops& ops) {
-  const auto deadline = std::chrono::steady_clock::now() + options_.deadline;
+  const auto deadline = detail::deadline_after(std::chrono::steady_clock::now(), options_.deadline);
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(workers_));
   try {
@@ -173,6 +226,14 @@ void cpu_scheduler::run_mode(const Ops& ops) {
 
 template <class Ops>
 run_result cpu_scheduler::run(const Ops& ops) {
+  if (guard_->running.exchange(true, std::memory_order_acquire))
+    return run_result{status::invalid_argument, no_task,
+                      "cpu backend: run() while another run of this scheduler is in progress (one run at a time; "
+                      "use a scheduler per thread)"};
+  struct release {
+    std::atomic<bool>& running;
+    ~release() { running.store(false, std::memory_order_release); }
+  } release_on_exit{guard_->running};
   reset_state();
   if (graph_.task_count() > 0) with_mode(options_.mode, [&](auto m) { run_mode<decltype(m)::value>(ops); });
   return finish();

@@ -57,6 +57,14 @@ constexpr std::uint32_t auto_idle_sleep_ns(int grid) {
   return static_cast<std::uint32_t>(ns < 2048 ? 2048 : ns > 65536 ? 65536 : ns);
 }
 
+/// The deadline in ns for the kernel's clock (global timer + budget), saturated at 2^62 ns (146
+/// years): milliseconds::max(), the natural "no deadline", overflowed the product and the sum.
+inline std::uint64_t deadline_budget_ns(std::chrono::milliseconds deadline) {
+  constexpr std::uint64_t cap_ns = std::uint64_t{1} << 62;
+  const auto ms = static_cast<std::uint64_t>(deadline.count());  // > 0: checked by the constructor
+  return ms >= cap_ns / 1000000u ? cap_ns : ms * 1000000u;
+}
+
 /// The run report lives in mapped pinned host memory, so that the host reads a run's status
 /// without a copy and can raise the abort flag while the kernel runs. Move-only; a moved-from
 /// report holds neither pointer.
@@ -407,7 +415,7 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) co
                                counters_.data(),
                                max_workers_,
                                report_.device(),
-                               static_cast<std::uint64_t>(options_.deadline.count()) * 1000000ull,
+                               detail::deadline_budget_ns(options_.deadline),
                                options_.idle_sleep_max.count() > 0  // <= 1 ms, checked by the constructor
                                    ? static_cast<std::uint32_t>(options_.idle_sleep_max.count())
                                    : detail::auto_idle_sleep_ns(grid),

@@ -17,6 +17,7 @@ enum class status : int {
   aborted = 3,           ///< the host asked the run to stop
   invalid_argument = 4,  ///< bad options or graph, detected before launch
   device_error = 5,      ///< a CUDA call failed
+  task_error = 6,        ///< a task's operation threw (CPU backend); `task` names it, the message says what
 };
 
 constexpr std::string_view to_string(status s) {
@@ -27,6 +28,7 @@ constexpr std::string_view to_string(status s) {
     case status::aborted: return "aborted";
     case status::invalid_argument: return "invalid argument";
     case status::device_error: return "device error";
+    case status::task_error: return "task error";
   }
   return "unknown";
 }

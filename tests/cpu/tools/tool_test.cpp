@@ -157,6 +157,30 @@ TEST_F(CanopyTool, ValidateTwigTasksOnTheCpuBackend) {
   }
 }
 
+TEST_F(CanopyTool, ValidateBucketTasksOnTheCpuBackend) {
+  for (const char* spec : {"gen:lattice:3:8", "gen:plummer:5001:3", "gen:uniform:1"}) {
+    const auto r = run({"validate", spec, "--backend", "cpu", "--tasks", "bucket", "--max-leaf", "8", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << spec << "\n" << r.out << r.err;
+    if (r.exit_code != 0) continue;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j["counts_match"]) << spec;
+    EXPECT_TRUE(j["within_tolerance"]) << spec;
+  }
+}
+
+// --deadline-ms 0.01 truncated to 0 ms and was refused as "deadline must be positive"; the deadline
+// has millisecond resolution, and the tool says so in one line (exit 2). A fraction above 1 rounds up.
+TEST_F(CanopyTool, DeadlineBelowOneMillisecondIsRefusedClearly) {
+  const auto tiny = run({"validate", "gen:lattice:2:8", "--backend", "cpu", "--deadline-ms", "0.01"});
+  EXPECT_EQ(tiny.exit_code, 2);
+  EXPECT_NE(tiny.err.find("millisecond resolution"), std::string::npos) << tiny.err;
+  const auto word = run({"validate", "gen:lattice:2:8", "--backend", "cpu", "--deadline-ms", "soon"});
+  EXPECT_EQ(word.exit_code, 2);
+  EXPECT_NE(word.err.find("not a number of milliseconds"), std::string::npos) << word.err;
+  const auto fraction = run({"validate", "gen:lattice:2:8", "--backend", "cpu", "--deadline-ms", "1.5"});
+  EXPECT_EQ(fraction.exit_code, 0) << fraction.err;
+}
+
 TEST_F(CanopyTool, TasksAutoIsNodeTasksOnTheCpuAndUnknownTasksAreRefused) {
   // auto (the default) picks twig tasks on the gpu backend only; the text output names the choice.
   const auto dflt = run({"validate", "gen:lattice:2:8", "--backend", "cpu"});
