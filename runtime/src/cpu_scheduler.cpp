@@ -27,8 +27,9 @@ void cpu_scheduler::reset_state() {
   std::fill(shared_headers_.begin(), shared_headers_.end(), detail::ring_header::empty(capacity_.shared));
   std::fill(shared_slots_.begin(), shared_slots_.end(), 0);
   *counters_ = detail::run_counters::initial(graph_.sink_count());
-  // abort_requested is left alone: another thread may be setting it right now (request_abort is
-  // meant to be called concurrently); finish() clears it atomically once a run has ended.
+  // An abort requested while no run was in progress is dropped, as on the GPU (request_abort):
+  // only a request made during the run stops it. finish() clears the flag again once it has ended.
+  cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(report_->abort_requested).store(0, cuda::std::memory_order_relaxed);
   report_->code = 0;
   report_->task = no_task;
 }

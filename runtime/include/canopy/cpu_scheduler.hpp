@@ -65,7 +65,8 @@ class cpu_scheduler {
 
   int worker_count() const { return workers_; }
   const scheduler_options& options() const { return options_; }
-  /// Asks a run in progress (on another thread) to stop with status::aborted.
+  /// Asks a run in progress (on another thread) to stop with status::aborted. A request made while
+  /// no run is in progress is dropped (run() clears the flag as it starts), as on the GPU.
   void request_abort() {
     cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(report_->abort_requested).store(1, cuda::std::memory_order_relaxed);
   }

@@ -57,6 +57,18 @@ constexpr std::uint32_t auto_idle_sleep_ns(int grid) {
   return static_cast<std::uint32_t>(ns < 2048 ? 2048 : ns > 65536 ? 65536 : ns);
 }
 
+/// Lets `kernel` be launched with `bytes` of dynamic shared memory. The limit is a property of the
+/// kernel, not of a scheduler, so it is only ever raised: a second scheduler with a smaller private
+/// queue used to lower it under the first, whose next launch then failed.
+inline void allow_dynamic_shared_bytes(const void* kernel, std::size_t bytes) {
+  if (bytes <= 48 * 1024) return;
+  cudaFuncAttributes attr{};
+  cuda_check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes");
+  if (static_cast<std::size_t>(attr.maxDynamicSharedSizeBytes) < bytes)
+    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+               "cudaFuncSetAttribute");
+}
+
 /// The deadline in ns for the kernel's clock (global timer + budget), saturated at 2^62 ns (146
 /// years): milliseconds::max(), the natural "no deadline", overflowed the product and the sum.
 inline std::uint64_t deadline_budget_ns(std::chrono::milliseconds deadline) {
@@ -207,8 +219,9 @@ class gpu_scheduler {
   int sm_count() const { return sm_count_; }
   /// The grid of the last launch.
   int last_grid() const { return last_grid_; }
-  /// Asks the run in progress to stop with status::aborted (any host thread); with none in
-  /// progress, the next run to start stops at once. run() clears a request its run did not see.
+  /// Asks the run in progress to stop with status::aborted (any host thread). A request made while
+  /// no run is in progress is dropped: run() and run_async() clear the flag before they launch, as
+  /// the CPU backend does (one rule for both, tested by SchedulerContract.AbortBeforeARunIsDropped).
   void request_abort() {
     if (report_.host() == nullptr) return;  // a moved-from scheduler runs nothing
     cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(report_->abort_requested).store(1, cuda::std::memory_order_relaxed);
@@ -449,9 +462,7 @@ int gpu_scheduler::max_blocks(canopy::mode m) const {
   for (const auto& [k, blocks] : occupancy_cache_)
     if (k == kernel) return blocks;
   const std::size_t smem = detail::kernel_shared_bytes(options_.threads_per_block, capacity_.priv);
-  if (smem > 48 * 1024)
-    cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
-                       "cudaFuncSetAttribute");
+  detail::allow_dynamic_shared_bytes(kernel, smem);
   int per_sm = 0;
   cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, options_.threads_per_block, smem),
                      "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
@@ -491,6 +502,12 @@ run_ticket gpu_scheduler::run_async(const Ops& ops, cudaStream_t stream) {
     if (need > have && cudaDeviceSetLimit(cudaLimitMallocHeapSize, need) != cudaSuccess) (void)cudaGetLastError();
   }
   last_grid_ = grid;
+  // The limit is the kernel's, shared by every scheduler of the process: another scheduler may
+  // have launched it since this one's occupancy query (it only ever raises the limit, but a
+  // scheduler made before a CUDA context reset would not know), so it is checked before each launch.
+  detail::allow_dynamic_shared_bytes(detail::kernel_for<Ops>(m), detail::kernel_shared_bytes(options_.threads_per_block, capacity_.priv));
+  // An abort requested while no run was in progress is dropped (request_abort).
+  if (!captured) request_abort_clear();
   const detail::scheduler_ref ref = make_ref(
       grid, detail::run_batch_max<Ops>(options_.threads_per_block, source_count_, grid));
   static_sources_ = ref.static_sources;

@@ -291,6 +291,31 @@ TEST_F(GpuTest, PrivateQueueBeyondSharedMemoryIsRefused) {
   }
 }
 
+// The dynamic shared-memory limit (above 48 KB) belongs to the kernel, not to a scheduler: a
+// second scheduler with a smaller private queue lowered it under the first, whose next launch
+// failed. Both must keep running, in either order, and exactly.
+TEST_F(GpuTest, TwoSchedulersWithLargePrivateQueuesShareTheKernel) {
+  const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(3000, 5));
+  const auto expect = canopy::test::serial_sums(g);
+  canopy::scheduler_options big, smaller;
+  big.private_queue_capacity = 20000;      // 80 KB of task ids: above the 48 KB default limit
+  smaller.private_queue_capacity = 14000;  // 56 KB: above it too, but less
+  big.blocks = smaller.blocks = 4;
+  canopy::gpu_scheduler a(g, big);
+  workspace wa(g);
+  ASSERT_TRUE(a.run(wa.ops()).ok());
+  canopy::gpu_scheduler b(g, smaller);
+  workspace wb(g);
+  for (int rep = 0; rep < 2; ++rep) {
+    const canopy::run_result rb = b.run(wb.ops());
+    ASSERT_TRUE(rb.ok()) << "smaller, run " << rep << ": " << rb.message;
+    const canopy::run_result ra = a.run(wa.ops());
+    ASSERT_TRUE(ra.ok()) << "big after smaller, run " << rep << ": " << ra.message;
+  }
+  EXPECT_EQ(canopy::test::exact_run_errors(wa.read(), expect), "") << "big";
+  EXPECT_EQ(canopy::test::exact_run_errors(wb.read(), expect), "") << "smaller";
+}
+
 // After an overflow the same scheduler, switched to a mode that needs no queue for a tree, runs
 // the graph exactly (the CPU backend cannot change a scheduler's mode; the contract checks that a
 // failed run repeats the same way and that a fresh scheduler works).
