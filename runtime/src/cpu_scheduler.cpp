@@ -4,6 +4,110 @@
 
 namespace canopy {
 
+namespace detail {
+
+namespace {
+/// One spin of a worker waiting for work or for the others: a CPU pause, not a system call.
+inline void spin_pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#else
+  std::this_thread::yield();
+#endif
+}
+/// Spins before parking: a run that follows the last within about this many pauses (tens of
+/// microseconds) finds the workers awake; an idle scheduler's threads sleep. With more workers
+/// than hardware threads nobody spins: a spinning thread would take the core of one that works.
+constexpr int spins_before_parking = 1 << 11;
+int spin_budget(std::size_t pool_threads) {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw != 0 && pool_threads + 1 > hw ? 0 : spins_before_parking;
+}
+}  // namespace
+
+cpu_worker_pool::cpu_worker_pool(int threads) {
+  threads_.reserve(static_cast<std::size_t>(threads > 0 ? threads : 0));
+  spin_ = spin_budget(static_cast<std::size_t>(threads > 0 ? threads : 0));
+  try {
+    for (int w = 1; w <= threads; ++w) threads_.emplace_back([this, w] { loop(w); });
+  } catch (...) {
+    stop_all();
+    throw;
+  }
+}
+
+cpu_worker_pool::~cpu_worker_pool() { stop_all(); }
+
+void cpu_worker_pool::stop_all() noexcept {
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+// The job protocol. A run publishes its job (fn_, context_), then generation_ = G and open_ = G,
+// and wakes the threads. A thread that sees G enters (inside_ + 1) and runs the job only if open_
+// is still G. When worker 0 (the caller) returns from the job the run has ended (every worker's
+// loop returns once the run is complete or has failed), so the caller closes it (open_ = 0) and
+// waits for the threads inside, not for those that have not woken yet: on a machine with more
+// workers than cores a parked thread can take a scheduler tick to wake, and such a thread then
+// finds the run closed and skips it. The caller's close and a thread's entry are sequentially
+// consistent, so either the caller waits for the thread or the thread sees the run closed; fn_ is
+// rewritten only by the next run, after every thread that could read it has left.
+void cpu_worker_pool::loop(int worker) {
+  std::uint32_t seen = 0;
+  for (;;) {
+    std::uint32_t g = generation_.load(std::memory_order_acquire);
+    for (int spins = 0; g == seen && spins < spin_; ++spins) {
+      spin_pause();
+      g = generation_.load(std::memory_order_acquire);
+    }
+    while (g == seen) {
+      generation_.wait(seen, std::memory_order_acquire);
+      g = generation_.load(std::memory_order_acquire);
+    }
+    seen = g;
+    if (stop_.load(std::memory_order_acquire)) return;
+    inside_.fetch_add(1, std::memory_order_seq_cst);
+    if (open_.load(std::memory_order_seq_cst) == g) fn_(context_, worker);
+    if (inside_.fetch_sub(1, std::memory_order_seq_cst) == 1) inside_.notify_all();
+  }
+}
+
+void cpu_worker_pool::run(job fn, void* context) {
+  fn_ = fn;
+  context_ = context;
+  const std::uint32_t g = generation_.load(std::memory_order_relaxed) + 1;
+  open_.store(g, std::memory_order_seq_cst);
+  generation_.store(g, std::memory_order_release);  // publishes fn_ and context_
+  generation_.notify_all();
+  fn(context, 0);
+  open_.store(0, std::memory_order_seq_cst);  // the run has ended: latecomers skip it
+  int inside = inside_.load(std::memory_order_seq_cst);
+  for (int spins = 0; inside != 0 && spins < spin_; ++spins) {
+    spin_pause();
+    inside = inside_.load(std::memory_order_seq_cst);
+  }
+  while (inside != 0) {
+    inside_.wait(inside, std::memory_order_seq_cst);
+    inside = inside_.load(std::memory_order_seq_cst);
+  }
+}
+
+}  // namespace detail
+
+void cpu_scheduler::note_exception(task_id t) noexcept {
+  const std::lock_guard<std::mutex> lock(guard_->mutex);
+  if (!guard_->thrown) {
+    guard_->thrown = std::current_exception();
+    guard_->thrower = t;
+  }
+}
+
 cpu_scheduler::cpu_scheduler(const task_graph& graph, const scheduler_options& options)
     : graph_(graph), options_(options) {
   detail::check_options(options, "cpu backend", false);
@@ -82,7 +186,7 @@ run_result cpu_scheduler::finish() {
     } catch (...) {
     }
     if (guard_->thrown) r.task = guard_->thrower;  // two tasks may throw at once: report the one kept
-    r.message = "task " + std::to_string(r.task) + " threw: " + what;
+    r.message = (r.task == no_task ? std::string("a worker") : "task " + std::to_string(r.task)) + " threw: " + what;
   }
   guard_->thrown = nullptr;
   guard_->thrower = no_task;

@@ -38,6 +38,35 @@ struct cpu_run_guard {
   task_id thrower = no_task;
 };
 
+/// The CPU backend's worker threads, kept for the scheduler's life: started by its first run,
+/// parked between runs (a short spin, then std::atomic::wait), woken by the next. A run used to
+/// start and join its threads, about 38 us on 2 cores before any work. The calling thread is
+/// worker 0, so a scheduler of one worker starts no thread at all.
+class cpu_worker_pool {
+ public:
+  using job = void (*)(void* context, int worker);
+  /// Starts `threads` threads (workers 1..threads); throws std::system_error, with none left
+  /// running, when the system refuses one.
+  explicit cpu_worker_pool(int threads);
+  cpu_worker_pool(const cpu_worker_pool&) = delete;
+  cpu_worker_pool& operator=(const cpu_worker_pool&) = delete;
+  ~cpu_worker_pool();
+  /// Calls fn(context, w) for every worker w, 0 on the calling thread; returns when all returned.
+  void run(job fn, void* context);
+
+ private:
+  void loop(int worker);
+  void stop_all() noexcept;
+  std::vector<std::thread> threads_;
+  std::atomic<std::uint32_t> generation_{0};  // a new job (or stop) for the parked threads
+  std::atomic<std::uint32_t> open_{0};        // the generation whose job threads may still join (0: none)
+  std::atomic<int> inside_{0};                // pool threads that have entered a job
+  std::atomic<bool> stop_{false};
+  int spin_ = 0;      // pauses before parking (0 with more workers than hardware threads)
+  job fn_ = nullptr;  // see cpu_scheduler.cpp: the job protocol
+  void* context_ = nullptr;
+};
+
 /// now + d, saturated at the clock's end: milliseconds::max() ("no deadline") must not overflow.
 inline std::chrono::steady_clock::time_point deadline_after(std::chrono::steady_clock::time_point now,
                                                             std::chrono::milliseconds d) {
@@ -80,6 +109,7 @@ class cpu_scheduler {
 
   template <mode M, class Ops>
   void worker_loop(const Ops& ops, int worker, std::chrono::steady_clock::time_point deadline);
+  void note_exception(task_id t) noexcept;  // the first exception of a run, kept for finish()
   template <mode M, class Ops>
   void run_mode(const Ops& ops);
 
@@ -96,6 +126,7 @@ class cpu_scheduler {
   std::unique_ptr<detail::run_counters> counters_;
   std::unique_ptr<detail::run_report> report_;
   std::unique_ptr<detail::cpu_run_guard> guard_ = std::make_unique<detail::cpu_run_guard>();
+  std::unique_ptr<detail::cpu_worker_pool> pool_;  // started by the first run
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -156,13 +187,7 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
         try {
           ops(t);
         } catch (...) {
-          {
-            const std::lock_guard<std::mutex> lock(guard_->mutex);
-            if (!guard_->thrown) {
-              guard_->thrown = std::current_exception();
-              guard_->thrower = t;
-            }
-          }
+          note_exception(t);
           detail::fail<scope>(r, status::task_error, t);
           return;  // the run has failed; reset_state() rebuilds the queues before the next one
         }
@@ -207,22 +232,32 @@ void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_
 
 template <mode M, class Ops>
 void cpu_scheduler::run_mode(const Ops& ops) {
-  const auto deadline = detail::deadline_after(std::chrono::steady_clock::now(), options_.deadline);
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(workers_));
-  try {
-    for (int w = 0; w < workers_; ++w)
-      threads.emplace_back([this, &ops, w, deadline] { worker_loop<M>(ops, w, deadline); });
-  } catch (const std::system_error& e) {
-    // The system refused a thread: stop the workers already started, and say so (never a
-    // std::terminate from a joinable thread's destructor).
-    request_abort();
-    for (auto& t : threads) t.join();
-    (void)finish();  // frees what the started workers left, clears the abort request
-    throw error(status::invalid_argument, "cpu backend: cannot start " + std::to_string(workers_) +
-                                              " worker threads (" + e.what() + "); use fewer blocks");
+  if (!pool_) {
+    try {
+      pool_ = std::make_unique<detail::cpu_worker_pool>(workers_ - 1);
+    } catch (const std::system_error& e) {
+      // The system refused a thread: the pool stopped the ones it had started (never a
+      // std::terminate from a joinable thread's destructor), and the run says so.
+      throw error(status::invalid_argument, "cpu backend: cannot start " + std::to_string(workers_) +
+                                                " worker threads (" + e.what() + "); use fewer blocks");
+    }
   }
-  for (auto& t : threads) t.join();
+  struct job {
+    cpu_scheduler* self;
+    const Ops* ops;
+    std::chrono::steady_clock::time_point deadline;
+  } j{this, &ops, detail::deadline_after(std::chrono::steady_clock::now(), options_.deadline)};
+  pool_->run(
+      [](void* context, int worker) {
+        const job& j = *static_cast<const job*>(context);
+        try {
+          j.self->template worker_loop<M>(*j.ops, worker, j.deadline);
+        } catch (...) {  // not the task's (worker_loop catches those): e.g. a worker's allocation
+          j.self->note_exception(no_task);
+          detail::fail<scope>(j.self->make_ref(), status::task_error, no_task);
+        }
+      },
+      &j);
 }
 
 template <class Ops>
