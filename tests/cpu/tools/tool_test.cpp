@@ -142,29 +142,21 @@ TEST_F(CanopyTool, ValidateReferenceOverSizesAndDistributions) {
   }
 }
 
-TEST_F(CanopyTool, ValidateTwigTasksOnTheCpuBackend) {
-  // --tasks twig: a complete tree (all twigs) and adaptive ones (twigs, plain nodes, loose leaves).
+TEST_F(CanopyTool, ValidateTwigAndBucketTasksOnTheCpuBackend) {
+  // --tasks twig|bucket: a complete tree (all twigs) and adaptive ones (twigs, plain nodes, loose
+  // leaves; buckets and big nodes).
   for (const char* spec : {"gen:lattice:3:8", "gen:plummer:5001:3", "gen:clusters:20000:4", "gen:uniform:1"}) {
     for (const char* mode : {"continuation", "mutex"}) {
-      const auto r = run({"validate", spec, "--backend", "cpu", "--tasks", "twig", "--mode", mode, "--max-leaf", "8",
-                          "--json"});
-      EXPECT_EQ(r.exit_code, 0) << spec << " " << mode << "\n" << r.out << r.err;
-      if (r.exit_code != 0) continue;
-      const auto j = nlohmann::json::parse(r.out);
-      EXPECT_TRUE(j["counts_match"]) << spec;
-      EXPECT_TRUE(j["within_tolerance"]) << spec;
+      for (const char* tasks : {"twig", "bucket"}) {
+        const auto r = run({"validate", spec, "--backend", "cpu", "--tasks", tasks, "--mode", mode, "--max-leaf", "8",
+                            "--json"});
+        EXPECT_EQ(r.exit_code, 0) << spec << " " << mode << " " << tasks << "\n" << r.out << r.err;
+        if (r.exit_code != 0) continue;
+        const auto j = nlohmann::json::parse(r.out);
+        EXPECT_TRUE(j["counts_match"]) << spec << " " << tasks;
+        EXPECT_TRUE(j["within_tolerance"]) << spec << " " << tasks;
+      }
     }
-  }
-}
-
-TEST_F(CanopyTool, ValidateBucketTasksOnTheCpuBackend) {
-  for (const char* spec : {"gen:lattice:3:8", "gen:plummer:5001:3", "gen:uniform:1"}) {
-    const auto r = run({"validate", spec, "--backend", "cpu", "--tasks", "bucket", "--max-leaf", "8", "--json"});
-    EXPECT_EQ(r.exit_code, 0) << spec << "\n" << r.out << r.err;
-    if (r.exit_code != 0) continue;
-    const auto j = nlohmann::json::parse(r.out);
-    EXPECT_TRUE(j["counts_match"]) << spec;
-    EXPECT_TRUE(j["within_tolerance"]) << spec;
   }
 }
 

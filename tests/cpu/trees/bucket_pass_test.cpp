@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "bucket_test_trees.hpp"
+
 namespace {
 namespace ct = canopy::trees;
 
@@ -110,19 +112,7 @@ void expect_well_formed(const ct::octree& tree, const ct::bucket_graph& bg, int 
   }
 }
 
-std::vector<std::pair<std::string, ct::octree>> trees() {
-  std::vector<std::pair<std::string, ct::octree>> t;
-  t.emplace_back("empty", ct::build_octree({}));
-  t.emplace_back("one point", ct::build_octree(ct::generate_uniform(1, 1)));
-  t.emplace_back("complete 3x8", ct::build_complete_octree(3, 8, 1));
-  t.emplace_back("complete 2x33", ct::build_complete_octree(2, 33, 2));
-  t.emplace_back("plummer 20k leaf 32", ct::build_octree(ct::generate_plummer(20000, 3), {32, 21}));
-  t.emplace_back("plummer 5k leaf 1", ct::build_octree(ct::generate_plummer(5000, 4), {1, 21}));
-  t.emplace_back("clusters 8k leaf 8", ct::build_octree(ct::generate_clusters(8000, 5, 5), {8, 21}));
-  // Depth-capped: leaves far larger than a bucket (big leaves).
-  t.emplace_back("uniform 6k depth 2", ct::build_octree(ct::generate_uniform(6000, 6), {4, 2}));
-  return t;
-}
+std::vector<std::pair<std::string, ct::octree>> trees() { return canopy::test::bucket_test_trees(); }
 
 TEST(bucket_pass, decomposition_is_well_formed) {
   for (const auto& [name, tree] : trees())

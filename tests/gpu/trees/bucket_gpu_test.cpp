@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "bucket_test_trees.hpp"
 #include "gpu_test.hpp"
 
 namespace {
@@ -21,18 +22,7 @@ namespace ct = canopy::trees;
 
 class bucket_gpu : public canopy::test::gpu_test {};
 
-std::vector<std::pair<std::string, ct::octree>> trees() {
-  std::vector<std::pair<std::string, ct::octree>> t;
-  t.emplace_back("empty", ct::build_octree({}));
-  t.emplace_back("one point", ct::build_octree(ct::generate_uniform(1, 1)));
-  t.emplace_back("complete 3x8", ct::build_complete_octree(3, 8, 1));
-  t.emplace_back("complete 2x33", ct::build_complete_octree(2, 33, 2));
-  t.emplace_back("plummer 30k leaf 32", ct::build_octree(ct::generate_plummer(30000, 3), {32, 21}));
-  t.emplace_back("plummer 5k leaf 1", ct::build_octree(ct::generate_plummer(5000, 4), {1, 21}));
-  t.emplace_back("clusters 20k leaf 8", ct::build_octree(ct::generate_clusters(20000, 5, 5), {8, 21}));
-  t.emplace_back("uniform 6k depth 2", ct::build_octree(ct::generate_uniform(6000, 6), {4, 2}));  // big leaves
-  return t;
-}
+std::vector<std::pair<std::string, ct::octree>> trees() { return canopy::test::bucket_test_trees(); }
 
 std::string what(const std::string& tree, int budget, canopy::mode m, int blocks) {
   return tree + ", " + std::to_string(budget) + " points a bucket, " + std::string(canopy::to_string(m)) + ", " +
