@@ -106,7 +106,9 @@ void expect_well_formed(const ct::octree& tree, const ct::bucket_graph& bg, int 
   for (const canopy::task_id s : bg.graph.sources()) {
     const std::int32_t* rec = &blob[4 * static_cast<std::size_t>(s)];
     const std::int32_t first = rec[0] < 0 ? ~rec[0] : tree.point_begin[rec[0]];
-    if (rec[0] >= 0) EXPECT_EQ(rec[2], 0) << what << ": a merge task among the sources";
+    if (rec[0] >= 0) {
+      EXPECT_EQ(rec[2], 0) << what << ": a merge task among the sources";
+    }
     EXPECT_GE(first, last) << what;
     last = first;
   }

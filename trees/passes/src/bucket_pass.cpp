@@ -2,7 +2,6 @@
 #include "canopy/passes/bucket_pass.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -25,9 +24,9 @@ struct bucket_builder {
   std::vector<std::int32_t> leaves;
   std::vector<std::vector<std::int32_t>> waves;  // waves[h - 1]: the internal nodes of height h
 
-  /// Adds the subtree of n (depth first, children in order, so leaves come in Morton order);
-  /// returns n's height (0 for a leaf).
-  int add(std::int32_t root) {
+  /// Adds the subtree of `root` (depth first, children in order, so leaves come in Morton order),
+  /// each internal node to the wave of its height.
+  void add(std::int32_t root) {
     // Iterative post-order: (node, next child to visit, height so far).
     struct frame {
       std::int32_t node, next;
@@ -55,7 +54,6 @@ struct bucket_builder {
       }
       if (!stack.empty()) stack.back().height = std::max(stack.back().height, result);
     }
-    return result;
   }
 };
 
@@ -77,7 +75,7 @@ bucket_graph make_bucket_graph(const octree& tree, int bucket_points) {
   std::vector<task_id> sources;       // buckets and big leaves, in Morton order
   auto new_task = [&](std::int32_t a, std::int32_t b, std::int32_t c, std::int32_t d, task_id p) {
     const auto t = static_cast<task_id>(parent.size());
-    records.insert(records.end(), {a, b, c, d});
+    for (const std::int32_t v : {a, b, c, d}) records.push_back(v);
     parent.push_back(p);
     return t;
   };

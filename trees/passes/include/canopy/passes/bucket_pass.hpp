@@ -21,7 +21,7 @@
 // of the pieces of leaves that cross lanes; 2-3x slower, issue-bound on the scan's shuffles).
 //
 // Task data (one int32 array, uploaded once; `blob` below):
-//   blob[4t .. 4t + 3]  task t (bucket_task):
+//   blob[4t .. 4t + 3]  task t, four ints (read as one int4 on the GPU):
 //       a big node:  {node, first_child, child_count, 0}          (child_count 0: a big leaf)
 //       a bucket:    {~point_begin, point_end, list, list_end}    (~point_begin < 0)
 //   blob[list]       a bucket's leaf count L; its L leaves in Morton order as (node, first point
@@ -39,7 +39,6 @@
 
 #include <cstdint>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "canopy/config.hpp"
@@ -73,16 +72,9 @@ struct bucket_graph {
 };
 
 /// Builds the bucket decomposition of `tree` with at most `bucket_points` (>= 1) points a bucket.
-/// Reads first_child, child_count, point_begin and point_count only: node 0 is the root. Throws std::invalid_argument for
-/// bucket_points < 1.
+/// Reads first_child, child_count, point_begin and point_count only: node 0 is the root.
+/// Throws std::invalid_argument for bucket_points < 1.
 bucket_graph make_bucket_graph(const octree& tree, int bucket_points);
-
-/// The four ints of task t.
-struct bucket_task {
-  std::int32_t x, y, z, w;
-  CANOPY_HD bool is_bucket() const { return x < 0; }
-};
-static_assert(sizeof(bucket_task) == 16 && std::is_trivially_copyable_v<bucket_task>);
 
 /// A bucket or big-node task on one thread (the CPU backend, the warp-master modes).
 template <class T>
@@ -104,7 +96,6 @@ CANOPY_HD void bucket_task_serial(const upward_arrays<T>& a, const std::int32_t*
     pos += 3 * wave;
   }
 }
-
 
 /// Ops for a scheduler over bucket_graph::graph. A task runs on a warp (group_size 32), a leaf on
 /// `LeafLanes` of its lanes (1 measured best on adaptive trees, 2 on complete ones with 8-point
