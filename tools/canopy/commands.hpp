@@ -19,6 +19,7 @@ command add_build_command(CLI::App& app);
 command add_accumulate_command(CLI::App& app);
 command add_validate_command(CLI::App& app);
 command add_dot_command(CLI::App& app);
+command add_convert_command(CLI::App& app);  // cmd_convert.cpp: any readable points format to binary or CSV
 command add_run_dag_command(CLI::App& app);
 command add_bench_command(CLI::App& app);
 command add_modes_command(CLI::App& app);  // cmd_modes.cpp: the library's mode and push-policy tables

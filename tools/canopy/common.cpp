@@ -20,10 +20,21 @@ namespace canopy::tool {
 namespace trees = canopy::trees;
 
 const char* const input_help =
-    "points file (.csv, or Canopy binary for any other name), or a generator spec: "
+    "points file (Canopy binary or CSV, Tipsy, Gadget-1/2, PLY or NumPy .npy, told apart by its content), "
+    "or a generator spec: "
     "gen:uniform|plummer|clusters:N[:SEED] or gen:lattice:DEPTH:PER_LEAF[:SEED] (SEED defaults to 1)";
 
+void add_point_options(CLI::App& command, point_options& options) {
+  command.add_option("--family", options.family, "Tipsy input: read only gas, dark or star particles")
+      ->check(CLI::IsMember({"all", "gas", "dark", "star"}))
+      ->capture_default_str();
+  command.add_option("--type", options.type, "Gadget input: read only particle type N (0..5)")
+      ->check(CLI::IsMember({"all", "0", "1", "2", "3", "4", "5"}))
+      ->capture_default_str();
+}
+
 void add_tree_options(CLI::App& command, tree_options& options) {
+  add_point_options(command, options.points);
   command.add_option("--max-leaf", options.max_leaf, "split a cell holding more points than this")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()))
       ->capture_default_str();
@@ -77,6 +88,12 @@ generator_spec parse_generator_spec(const std::string& spec) {
 
 bool is_generator_spec(const std::string& spec) { return spec.starts_with(generator_prefix); }
 
+// --family/--type choose particles of a file; for a generator they would silently do nothing.
+void check_no_point_options(const std::string& spec, const point_options& options) {
+  if (options.family != "all") throw usage_error("--family", "applies to Tipsy files, not to " + spec);
+  if (options.type != "all") throw usage_error("--type", "applies to Gadget files, not to " + spec);
+}
+
 // A clear message for a missing or unreadable file before the readers see it.
 void check_readable(const std::string& file) {
   std::error_code ec;
@@ -87,14 +104,19 @@ void check_readable(const std::string& file) {
 
 }  // namespace
 
-std::vector<trees::point> load_points(const std::string& spec) {
+std::vector<trees::point> load_points(const std::string& spec, const point_options& options) {
   stage t;
   if (!is_generator_spec(spec)) {
     check_readable(spec);
-    auto points = trees::read_points(spec);
-    t.done(fmt::format("read {} points from {}", grouped(static_cast<long long>(points.size())), spec));
+    trees::read_options read;
+    read.family = trees::parse_tipsy_family(options.family);
+    read.gadget_type = options.type == "all" ? -1 : options.type[0] - '0';  // checked by add_point_options
+    auto points = trees::read_points(spec, read);
+    t.done(fmt::format("read {} points from {} ({})", grouped(static_cast<long long>(points.size())), spec,
+                       trees::to_string(trees::detect_point_format(spec))));
     return points;
   }
+  check_no_point_options(spec, options);
   const auto g = parse_generator_spec(spec);
   std::vector<trees::point> points;
   switch (g.dist) {
@@ -112,6 +134,7 @@ std::vector<trees::point> load_points(const std::string& spec) {
 loaded_tree load_tree(const std::string& spec, const tree_options& options) {
   loaded_tree r;
   if (is_generator_spec(spec)) {
+    check_no_point_options(spec, options.points);
     const auto g = parse_generator_spec(spec);
     if (g.dist == trees::distribution::lattice) {
       stage t;
@@ -124,7 +147,7 @@ loaded_tree load_tree(const std::string& spec, const tree_options& options) {
     }
   }
   stage read;
-  const auto points = load_points(spec);
+  const auto points = load_points(spec, options.points);
   r.load_ms = read.elapsed_ms();
   stage t;
   r.tree = trees::build_octree(points, trees::build_options{options.max_leaf, options.max_depth});

@@ -36,19 +36,30 @@ class usage_error : public std::runtime_error {
       : std::runtime_error(subject + ": " + problem) {}
 };
 
-/// How trees are built from points (`--max-leaf`, `--max-depth`).
+/// Which particles of a snapshot to read (`--family gas|dark|star|all` for Tipsy, `--type N|all`
+/// for Gadget). Given for any other input, they are an error rather than ignored.
+struct point_options {
+  std::string family = "all";
+  std::string type = "all";
+};
+void add_point_options(CLI::App& command, point_options& options);
+
+/// How trees are built from points (`--max-leaf`, `--max-depth`), and how the points are read
+/// (add_tree_options adds the point_options too, so every command that reads points has them).
 struct tree_options {
   int max_leaf = 32;
   int max_depth = 21;
+  point_options points;
 };
 void add_tree_options(CLI::App& command, tree_options& options);
 
 /// The help text for a FILE argument (a points file or a generator spec).
 extern const char* const input_help;
 
-/// Reads points from FILE (`.csv` as CSV, anything else as Canopy binary) or, when `spec` starts
-/// with "gen:", generates them: `gen:DIST:N[:SEED]` or `gen:lattice:DEPTH:PER_LEAF[:SEED]`.
-std::vector<canopy::trees::point> load_points(const std::string& spec);
+/// Reads points from FILE, in whichever format its content shows (Canopy binary or CSV, Tipsy,
+/// Gadget, PLY, .npy: canopy::trees::read_points) or, when `spec` starts with "gen:", generates
+/// them: `gen:DIST:N[:SEED]` or `gen:lattice:DEPTH:PER_LEAF[:SEED]`.
+std::vector<canopy::trees::point> load_points(const std::string& spec, const point_options& options = {});
 
 /// load_points + build_octree, with a progress line per stage. A lattice spec builds the complete
 /// octree directly (build_complete_octree, points generated in place), ignoring `options`.

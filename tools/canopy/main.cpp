@@ -1,4 +1,4 @@
-// `canopy`: generate point sets, build octrees, run and validate the upward pass, export task graphs.
+// `canopy`: generate and convert point sets, build octrees, run and validate the upward pass, export task graphs.
 //
 // Output contract: results on stdout; progress (one line per finished stage) and warnings on
 // stderr through spdlog; a failure prints exactly one line "canopy: error: <what>: <problem>" on
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   std::vector<command> commands = {add_gen_command(app), add_build_command(app), add_accumulate_command(app),
-                                   add_validate_command(app), add_dot_command(app),
+                                   add_validate_command(app), add_dot_command(app), add_convert_command(app),
                                    add_run_dag_command(app), add_bench_command(app), add_modes_command(app)};
 
   try {

@@ -325,4 +325,59 @@ TEST_F(CanopyTool, FailedRewriteKeepsTheOldFile) {
   expect_no_leftovers();
 }
 
+// --- other programs' point files ---------------------------------------------------------------
+
+// A little-endian Tipsy file (32-byte header): gas particle (1, 2, 3) mass 0.5, dark (4, 5, 6)
+// mass 2 and dark (-1, 0, 1) mass 1.
+std::string small_tipsy() {
+  std::string s;
+  const auto put = [&](auto v) { s.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(0.0);
+  for (const std::int32_t v : {3, 3, 1, 2, 0, 0}) put(v);
+  for (const float v : {0.5f, 1.0f, 2.0f, 3.0f}) put(v);
+  for (int k = 4; k < 12; ++k) put(0.0f);
+  for (const auto& r : {std::vector<float>{2.0f, 4.0f, 5.0f, 6.0f}, std::vector<float>{1.0f, -1.0f, 0.0f, 1.0f}}) {
+    for (const float v : r) put(v);
+    for (int k = 4; k < 9; ++k) put(0.0f);
+  }
+  return s;
+}
+
+TEST_F(CanopyTool, ConvertReadsOtherFormatsByContent) {
+  spit(path("snap"), small_tipsy());
+  const auto r = run({"convert", path("snap"), path("all.csv")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "converted 3 points from " + path("snap").string() + " (tipsy) to " + path("all.csv").string() + " (CSV)\n");
+  EXPECT_EQ(slurp(path("all.csv")), "x,y,z,m\n1,2,3,0.5\n4,5,6,2\n-1,0,1,1\n");
+  const auto d = run({"convert", path("snap"), path("dark.pts"), "--family", "dark"});
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  EXPECT_NE(d.out.find("converted 2 points"), std::string::npos) << d.out;
+  EXPECT_EQ(std::filesystem::file_size(path("dark.pts")), 24u + 2 * 16);
+  spit(path("cloud.ply"), "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\n"
+                          "property float z\nproperty float weight\nelement face 1\nproperty list uchar int v\n"
+                          "end_header\n1 2 3 4\n5 6 7 8\n2 0 1\n");
+  const auto p = run({"convert", path("cloud.ply"), path("cloud.csv")});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(slurp(path("cloud.csv")), "x,y,z,m\n1,2,3,4\n5,6,7,8\n");
+  // Every command that reads points takes the other formats and the choice of particles.
+  const auto b = run({"build", path("snap"), "--family", "gas"});
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+  expect_no_leftovers();
+}
+
+TEST_F(CanopyTool, ConvertRejectsBadInputWithOneLineAndNoFile) {
+  std::string cut = small_tipsy();
+  cut.resize(cut.size() - 5);  // shorter than even the unpadded form
+  spit(path("cut"), cut);
+  expect_bad_input({"convert", path("cut"), path("out.csv")}, "truncated data");
+  spit(path("cloud.ply"), "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nend_header\n1\n");
+  expect_bad_input({"convert", path("cloud.ply"), path("out.csv")}, "no 'y' property");
+  spit(path("snap"), small_tipsy());
+  expect_bad_input({"convert", path("snap"), path("out.csv"), "--type", "1"}, "Gadget particle type (1)");
+  expect_bad_input({"convert", "gen:uniform:10", path("out.csv"), "--family", "gas"}, "--family");
+  expect_bad_input({"build", "gen:uniform:10", "--type", "0"}, "--type");
+  EXPECT_FALSE(std::filesystem::exists(path("out.csv")));
+  expect_no_leftovers();
+}
+
 }  // namespace

@@ -1,7 +1,11 @@
 #include <canopy/trees/errors.hpp>
+#include <canopy/trees/point_formats.hpp>
 #include <canopy/trees/point_io.hpp>
 
 #include <canopy/trees/atomic_file.hpp>
+
+#include "byte_stream.hpp"
+#include "point_checks.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -24,17 +28,16 @@ static_assert(std::endian::native == std::endian::little, "point files are littl
 static_assert(std::numeric_limits<float>::is_iec559, "point files hold IEEE-754 float32");
 static_assert(sizeof(point) == 16 && alignof(point) == 16);
 
+namespace detail {
+
 namespace {
-
-constexpr std::size_t record_bytes = sizeof(point);
-
 std::string describe(float v) {
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
 }
+}  // namespace
 
-// The reason a point is rejected, or empty when it is valid.
 std::string point_problem(const point& p) {
   static constexpr const char* names[] = {"x", "y", "z", "m"};
   const float v[4] = {p.x, p.y, p.z, p.m};
@@ -47,10 +50,10 @@ std::string point_problem(const point& p) {
   return {};
 }
 
-void validate_points(const std::string& source, std::span<const point> points) {
+void validate_points(const std::string& source, std::span<const point> points, std::size_t first_index) {
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (std::string problem = point_problem(points[i]); !problem.empty()) {
-      throw input_error(source, "point " + std::to_string(i) + ": " + problem);
+      throw input_error(source, "point " + std::to_string(first_index + i) + ": " + problem);
     }
   }
 }
@@ -65,6 +68,16 @@ std::ifstream open_for_reading(const std::filesystem::path& path) {
   if (!in) throw input_error(path.string(), "cannot open for reading");
   return in;
 }
+
+}  // namespace detail
+
+using detail::open_for_reading;
+using detail::point_problem;
+using detail::validate_points;
+
+namespace {
+
+constexpr std::size_t record_bytes = sizeof(point);
 
 std::uint32_t load_u32(const unsigned char* p) {
   std::uint32_t v;
@@ -190,8 +203,141 @@ point_format format_of(const std::filesystem::path& path) {
   return ext == ".csv" ? point_format::csv : point_format::binary;
 }
 
-std::vector<point> read_points(const std::filesystem::path& path) {
-  return format_of(path) == point_format::csv ? read_points_csv(path) : read_points_binary(path);
+const char* to_string(point_format format) {
+  switch (format) {
+    case point_format::binary: return "binary";
+    case point_format::csv: return "csv";
+    case point_format::tipsy: return "tipsy";
+    case point_format::gadget: return "gadget";
+    case point_format::ply: return "ply";
+    case point_format::npy: return "npy";
+  }
+  return "?";
+}
+
+const char* to_string(tipsy_family family) {
+  switch (family) {
+    case tipsy_family::all: return "all";
+    case tipsy_family::gas: return "gas";
+    case tipsy_family::dark: return "dark";
+    case tipsy_family::star: return "star";
+  }
+  return "?";
+}
+
+tipsy_family parse_tipsy_family(std::string_view name) {
+  for (tipsy_family f : {tipsy_family::all, tipsy_family::gas, tipsy_family::dark, tipsy_family::star}) {
+    if (name == to_string(f)) return f;
+  }
+  throw input_error("tipsy family", "'" + std::string(name) + "' is not gas, dark, star or all");
+}
+
+namespace {
+
+constexpr std::size_t detect_bytes = 512;
+
+// The detection rules of point_io.hpp over the first n bytes of a file.
+point_format detect(const unsigned char* head, std::size_t n, const std::filesystem::path& name) {
+  const auto starts_with = [&](std::string_view prefix) {
+    return n >= prefix.size() && std::memcmp(head, prefix.data(), prefix.size()) == 0;
+  };
+  if (starts_with(std::string_view(point_file_magic, sizeof point_file_magic))) return point_format::binary;
+  if (starts_with("\x93NUMPY")) return point_format::npy;
+  if (starts_with("ply\n") || starts_with("ply\r\n")) return point_format::ply;
+  // Gadget: the first Fortran record marker is 256 (format 1, the header) or 8 (format 2, the
+  // label record "HEAD"), in either byte order. Strong evidence first: the header record's
+  // trailing marker, or the label.
+  const auto u32 = [&](std::size_t at, bool big) { return detail::load<std::uint32_t>(head + at, big); };
+  bool gadget_marker = false;
+  for (const bool big : {false, true}) {
+    if (n < 4) break;
+    if (u32(0, big) == 256) {
+      gadget_marker = true;
+      if (n >= 264 && u32(260, big) == 256) return point_format::gadget;
+    }
+    if (u32(0, big) == 8) {
+      gadget_marker = true;
+      if (n >= 8 && std::memcmp(head + 4, "HEAD", 4) == 0) return point_format::gadget;
+    }
+  }
+  // Tipsy has no magic: a header with ndim == 3 (in one byte order) and consistent counts.
+  if (n >= 28) {
+    for (const bool big : {true, false}) {
+      const auto i32 = [&](std::size_t at) { return detail::load<std::int32_t>(head + at, big); };
+      const std::int64_t nsph = i32(16), ndark = i32(20), nstar = i32(24);
+      if (i32(12) == 3 && nsph >= 0 && ndark >= 0 && nstar >= 0 && i32(8) == nsph + ndark + nstar) {
+        return point_format::tipsy;
+      }
+    }
+  }
+  if (gadget_marker) return point_format::gadget;
+  if (starts_with("x,y,z,m")) return point_format::csv;
+  std::string ext = name.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (ext == ".csv") return point_format::csv;
+  if (ext == ".ply") return point_format::ply;
+  if (ext == ".npy") return point_format::npy;
+  if (ext == ".tipsy" || ext == ".std") return point_format::tipsy;
+  if (ext == ".gadget") return point_format::gadget;
+  return point_format::binary;
+}
+
+// A choice of family or type is an error for a file it cannot apply to.
+void check_options(point_format format, const read_options& options, const std::string& source) {
+  if (options.family != tipsy_family::all && format != point_format::tipsy) {
+    throw input_error(source, std::string("a Tipsy family (") + to_string(options.family) + ") was chosen but this is a " +
+                                  to_string(format) + " file");
+  }
+  if (options.gadget_type != -1 && format != point_format::gadget) {
+    throw input_error(source, "a Gadget particle type (" + std::to_string(options.gadget_type) +
+                                  ") was chosen but this is a " + to_string(format) + " file");
+  }
+}
+
+}  // namespace
+
+point_format detect_point_format(std::span<const std::byte> bytes, const std::filesystem::path& name) {
+  return detect(reinterpret_cast<const unsigned char*>(bytes.data()), std::min(bytes.size(), detect_bytes), name);
+}
+
+point_format detect_point_format(const std::filesystem::path& path) {
+  std::ifstream in = open_for_reading(path);
+  unsigned char head[detect_bytes];
+  in.read(reinterpret_cast<char*>(head), sizeof head);
+  if (in.bad()) throw input_error(path.string(), "cannot read the first bytes");
+  return detect(head, static_cast<std::size_t>(in.gcount()), path);
+}
+
+std::vector<point> read_points(const std::filesystem::path& path) { return read_points(path, read_options{}); }
+
+std::vector<point> read_points(const std::filesystem::path& path, const read_options& options) {
+  const point_format format = detect_point_format(path);
+  check_options(format, options, path.string());
+  switch (format) {
+    case point_format::csv: return read_points_csv(path);
+    case point_format::tipsy: return read_points_tipsy(path, options.family);
+    case point_format::gadget: return read_points_gadget(path, options.gadget_type);
+    case point_format::ply: return read_points_ply(path);
+    case point_format::npy: return read_points_npy(path);
+    case point_format::binary: break;
+  }
+  return read_points_binary(path);
+}
+
+std::vector<point> parse_points(std::span<const std::byte> bytes, const read_options& options, std::string_view source) {
+  const point_format format = detect_point_format(bytes);
+  const std::string file(source);
+  check_options(format, options, file);
+  switch (format) {
+    case point_format::csv:
+      return parse_points_csv(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), source);
+    case point_format::tipsy: return parse_points_tipsy(bytes, options.family, source);
+    case point_format::gadget: return parse_points_gadget(bytes, options.gadget_type, source);
+    case point_format::ply: return parse_points_ply(bytes, source);
+    case point_format::npy: return parse_points_npy(bytes, source);
+    case point_format::binary: break;
+  }
+  return parse_points_binary(bytes, source);
 }
 
 void write_points(const std::filesystem::path& path, std::span<const point> points) {

@@ -1,6 +1,7 @@
-// Point files.
+// Point files: Canopy's own formats (read and written) and the formats of other programs (read
+// only; their readers are declared in point_formats.hpp, which documents exactly what each accepts).
 //
-// Binary format (version 1), all little-endian, no padding:
+// Canopy binary format (version 1), all little-endian, no padding:
 //   offset  0  char[8]   magic "CNPYPTS1"
 //   offset  8  uint32    version = 1
 //   offset 12  uint32    reserved, must be 0
@@ -12,9 +13,26 @@
 // (spaces around the numbers and a trailing '\r' are accepted, empty lines are skipped). Numbers
 // are written in the shortest form that reads back to the same float, so CSV round-trips exactly.
 //
+// Other formats, read only (details and limits in point_formats.hpp):
+//   tipsy   Tipsy snapshots, big-endian ("standard"/XDR) or little-endian ("native"), 28- or
+//           32-byte header; gas, dark and star particles (read_options::family picks one family)
+//   gadget  Gadget-1/2 snapshots, SnapFormat 1 or 2, either byte order, float32 or float64
+//           positions; masses from the header's mass table or the MASS block
+//           (read_options::gadget_type picks one particle type 0..5)
+//   ply     PLY point clouds, ascii / binary_little_endian / binary_big_endian: the vertex
+//           element's x, y, z, mass from a `mass` or `weight` property (else 1)
+//   npy     NumPy .npy arrays, format 1.0/2.0/3.0, dtype <f4 >f4 <f8 >f8, shape (N, 3) (mass 1)
+//           or (N, 4) (x, y, z, m), C or Fortran order
+//
+// read_points(path) picks the reader from the file's content (detect_point_format), not its name:
+// magic numbers first ("CNPYPTS1", "\x93NUMPY", "ply", a Gadget record marker), then a Tipsy header
+// whose counts are consistent, then the CSV header "x,y,z,m"; only content that none of these
+// recognises falls back to the extension (.csv, .ply, .npy, .tipsy/.std, .gadget), and anything
+// else is read as Canopy binary, whose reader then says what is wrong.
+//
 // Readers accept only finite coordinates and finite, non-negative masses. Everything else throws
 // input_error whose source() is the path and whose problem() says what is wrong (and where: the
-// point index or the CSV line number).
+// point index or the CSV line number; for the other formats the particle, vertex or row).
 #pragma once
 
 #include <canopy/trees/point.hpp>
@@ -32,13 +50,40 @@ inline constexpr char point_file_magic[8] = {'C', 'N', 'P', 'Y', 'P', 'T', 'S', 
 inline constexpr std::uint32_t point_file_version = 1;
 inline constexpr std::size_t point_file_header_bytes = 24;
 
-enum class point_format { binary, csv };
+enum class point_format { binary, csv, tipsy, gadget, ply, npy };
 
-// ".csv" (any case) -> csv, anything else -> binary.
+// "binary", "csv", "tipsy", "gadget", "ply", "npy".
+const char* to_string(point_format format);
+
+// The format a file is WRITTEN in: ".csv" (any case) -> csv, anything else -> binary. (Reading
+// detects the format from the content instead: detect_point_format.)
 point_format format_of(const std::filesystem::path& path);
 
-// Reads the format chosen by format_of(path).
+// The format of a file from its first bytes (and, for Tipsy, nothing else: its header counts), by
+// the rules above. `name` only breaks ties for content that no rule recognises. The first overload
+// takes the whole file in memory; the second reads the first 512 bytes of `path` (input_error if
+// it cannot be opened).
+point_format detect_point_format(std::span<const std::byte> bytes, const std::filesystem::path& name = {});
+point_format detect_point_format(const std::filesystem::path& path);
+
+// Which particles of a snapshot to read. A choice that does not fit the file (a Tipsy family for a
+// PLY file, say) is an input_error, not silently ignored.
+enum class tipsy_family { all, gas, dark, star };
+struct read_options {
+  tipsy_family family = tipsy_family::all;  // Tipsy: all families (gas, dark, star in file order) or one
+  int gadget_type = -1;                      // Gadget: -1 for all types (0..5 in file order), or one type
+};
+
+// "all"/"gas"/"dark"/"star" and back; parse_tipsy_family throws input_error for anything else.
+const char* to_string(tipsy_family family);
+tipsy_family parse_tipsy_family(std::string_view name);
+
+// Reads the format detect_point_format(path) finds, any of the six.
 std::vector<point> read_points(const std::filesystem::path& path);
+std::vector<point> read_points(const std::filesystem::path& path, const read_options& options);
+// The same over a whole file in memory.
+std::vector<point> parse_points(std::span<const std::byte> bytes, const read_options& options = {},
+                                std::string_view source = "<memory>");
 std::vector<point> read_points_binary(const std::filesystem::path& path);
 std::vector<point> read_points_csv(const std::filesystem::path& path);
 

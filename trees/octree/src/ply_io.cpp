@@ -1,0 +1,283 @@
+// PLY point-cloud reader: ascii and binary, the vertex element's x, y, z and mass (format described
+// in point_formats.hpp).
+#include <canopy/trees/errors.hpp>
+#include <canopy/trees/point_formats.hpp>
+
+#include "byte_stream.hpp"
+#include "point_checks.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace canopy::trees {
+
+namespace {
+
+enum class encoding { ascii, little, big };
+
+struct scalar_type {
+  std::string_view name;
+  std::string_view alias;
+  std::size_t bytes;
+  bool is_float;
+  bool is_signed;
+};
+constexpr scalar_type scalar_types[] = {
+    {"char", "int8", 1, false, true},     {"uchar", "uint8", 1, false, false}, {"short", "int16", 2, false, true},
+    {"ushort", "uint16", 2, false, false}, {"int", "int32", 4, false, true},    {"uint", "uint32", 4, false, false},
+    {"float", "float32", 4, true, true},   {"double", "float64", 8, true, true}};
+
+struct property {
+  std::string name;
+  const scalar_type* type = nullptr;        // the value's type (a list's item type)
+  const scalar_type* count_type = nullptr;  // set for a list property
+};
+
+struct element {
+  std::string name;
+  std::uint64_t count = 0;
+  std::vector<property> properties;
+};
+
+constexpr std::size_t max_header_bytes = 1 << 20;  // real headers are a few hundred bytes
+
+std::vector<std::string_view> words(std::string_view line) {
+  std::vector<std::string_view> w;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const std::size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) w.push_back(line.substr(start, i - start));
+  }
+  return w;
+}
+
+class ply_reader {
+ public:
+  explicit ply_reader(detail::byte_stream& in) : in_(in), file_(in.source()) {}
+
+  std::vector<point> read() {
+    read_header();
+    std::vector<point> points;
+    for (const element& e : elements_) {
+      if (e.properties.empty()) continue;  // holds no bytes, whatever its count
+      const bool vertex = &e == vertex_;
+      if (vertex) {
+        // Fail before allocating for a count the file cannot hold: binary instances take at least
+        // their fixed bytes, ascii ones at least two characters a property.
+        std::uint64_t min_bytes = 0;
+        for (const property& p : e.properties) min_bytes += enc_ == encoding::ascii ? 2 : (p.count_type ? p.count_type->bytes : p.type->bytes);
+        if (e.count > (in_.remaining() + 1) / min_bytes) {
+          throw input_error(file_, "truncated data: the header promises " + std::to_string(e.count) +
+                                       " vertices, at least " + std::to_string(min_bytes) + " bytes each, but only " +
+                                       std::to_string(in_.remaining()) + " bytes follow the header");
+        }
+        points.reserve(static_cast<std::size_t>(e.count));
+      }
+      std::vector<double> values(e.properties.size());
+      for (std::uint64_t i = 0; i < e.count; ++i) {
+        for (std::size_t k = 0; k < e.properties.size(); ++k) {
+          const property& p = e.properties[k];
+          if (p.count_type != nullptr) {
+            const double n = value(*p.count_type, e, i, p);
+            if (n < 0 || n != std::floor(n)) {
+              throw input_error(file_, e.name + " " + std::to_string(i) + ": list '" + p.name + "' has length " + std::to_string(n));
+            }
+            for (std::uint64_t j = 0; j < static_cast<std::uint64_t>(n); ++j) (void)value(*p.type, e, i, p);
+          } else {
+            values[k] = value(*p.type, e, i, p);
+          }
+        }
+        if (vertex) {
+          const point pt{static_cast<float>(values[x_]), static_cast<float>(values[y_]), static_cast<float>(values[z_]),
+                         mass_ ? static_cast<float>(values[*mass_]) : 1.0f};
+          if (std::string problem = detail::point_problem(pt); !problem.empty()) {
+            throw input_error(file_, "vertex " + std::to_string(i) + ": " + problem);
+          }
+          points.push_back(pt);
+        }
+      }
+    }
+    if (enc_ == encoding::ascii) {
+      for (int c = in_.get(); c != -1; c = in_.get()) {
+        if (!is_space(c)) throw input_error(file_, "data after the last element at byte " + std::to_string(in_.offset() - 1));
+      }
+    } else if (in_.remaining() != 0) {
+      throw input_error(file_, std::to_string(in_.remaining()) + " bytes after the last element");
+    }
+    return points;
+  }
+
+ private:
+  static bool is_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+  std::string header_line(std::size_t number) {
+    std::string line;
+    for (;;) {
+      const int c = in_.get();
+      if (c == -1) throw input_error(file_, "truncated header: the file ends in line " + std::to_string(number) + " before end_header");
+      if (c == '\n') break;
+      if (in_.offset() > max_header_bytes) throw input_error(file_, "header longer than 1 MiB without end_header");
+      line.push_back(static_cast<char>(c));
+    }
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return line;
+  }
+
+  const scalar_type* type_named(std::string_view name, std::size_t line) const {
+    for (const scalar_type& t : scalar_types) {
+      if (name == t.name || name == t.alias) return &t;
+    }
+    throw input_error(file_, "header line " + std::to_string(line) + ": unknown property type '" + std::string(name) + "'");
+  }
+
+  void read_header() {
+    if (header_line(1) != "ply") throw input_error(file_, "not a PLY file: the first line is not \"ply\"");
+    bool have_format = false;
+    for (std::size_t number = 2;; ++number) {
+      const std::string line = header_line(number);
+      const auto w = words(line);
+      const std::string where = "header line " + std::to_string(number);
+      if (w.empty()) throw input_error(file_, where + " is empty");
+      if (w[0] == "comment" || w[0] == "obj_info") continue;
+      if (w[0] == "end_header") {
+        if (w.size() != 1) throw input_error(file_, where + ": junk after end_header");
+        break;
+      }
+      if (w[0] == "format") {
+        if (have_format) throw input_error(file_, where + ": a second format line");
+        if (w.size() != 3 || w[2] != "1.0") throw input_error(file_, where + ": expected \"format ENCODING 1.0\"");
+        if (w[1] == "ascii") enc_ = encoding::ascii;
+        else if (w[1] == "binary_little_endian") enc_ = encoding::little;
+        else if (w[1] == "binary_big_endian") enc_ = encoding::big;
+        else throw input_error(file_, where + ": unknown encoding '" + std::string(w[1]) + "'");
+        have_format = true;
+      } else if (w[0] == "element") {
+        if (w.size() != 3) throw input_error(file_, where + ": expected \"element NAME COUNT\"");
+        element e;
+        e.name = std::string(w[1]);
+        const auto [end, ec] = std::from_chars(w[2].data(), w[2].data() + w[2].size(), e.count);
+        if (ec != std::errc{} || end != w[2].data() + w[2].size()) {
+          throw input_error(file_, where + ": element count '" + std::string(w[2]) + "' is not a non-negative integer");
+        }
+        elements_.push_back(std::move(e));
+      } else if (w[0] == "property") {
+        if (elements_.empty()) throw input_error(file_, where + ": property before any element");
+        property p;
+        if (w.size() == 5 && w[1] == "list") {
+          p.count_type = type_named(w[2], number);
+          p.type = type_named(w[3], number);
+          if (p.count_type->is_float) throw input_error(file_, where + ": a list count must have an integer type");
+          p.name = std::string(w[4]);
+        } else if (w.size() == 3 && w[1] != "list") {
+          p.type = type_named(w[1], number);
+          p.name = std::string(w[2]);
+        } else {
+          throw input_error(file_, where + ": expected \"property TYPE NAME\" or \"property list COUNT_TYPE TYPE NAME\"");
+        }
+        elements_.back().properties.push_back(std::move(p));
+      } else {
+        throw input_error(file_, where + ": unknown keyword '" + std::string(w[0]) + "'");
+      }
+    }
+    if (!have_format) throw input_error(file_, "no format line in the header");
+    for (const element& e : elements_) {
+      if (e.name != "vertex") continue;
+      if (vertex_ != nullptr) throw input_error(file_, "two vertex elements");
+      vertex_ = &e;
+    }
+    if (vertex_ == nullptr) throw input_error(file_, "no vertex element");
+    std::optional<std::size_t> weight;
+    std::optional<std::size_t> idx[3];
+    for (std::size_t k = 0; k < vertex_->properties.size(); ++k) {
+      const property& p = vertex_->properties[k];
+      std::optional<std::size_t>* slot = p.name == "x" ? &idx[0] : p.name == "y" ? &idx[1] : p.name == "z" ? &idx[2]
+                                        : p.name == "mass" ? &mass_ : p.name == "weight" ? &weight : nullptr;
+      if (slot == nullptr) continue;
+      if (p.count_type != nullptr) throw input_error(file_, "vertex property '" + p.name + "' is a list, not a number");
+      if (slot->has_value()) throw input_error(file_, "vertex property '" + p.name + "' appears twice");
+      *slot = k;
+    }
+    for (int a = 0; a < 3; ++a) {
+      if (!idx[a]) throw input_error(file_, std::string("the vertex element has no '") + "xyz"[a] + "' property");
+    }
+    x_ = *idx[0];
+    y_ = *idx[1];
+    z_ = *idx[2];
+    if (!mass_) mass_ = weight;
+  }
+
+  double value(const scalar_type& t, const element& e, std::uint64_t i, const property& p) {
+    if (enc_ == encoding::ascii) return ascii_value(t, e, i, p);
+    unsigned char b[8];
+    if (!in_.read(b, t.bytes)) {
+      throw input_error(file_, "truncated data: the file ends in " + e.name + " " + std::to_string(i) + " of " +
+                                   std::to_string(e.count) + " (property '" + p.name + "')");
+    }
+    const bool big = enc_ == encoding::big;
+    if (t.is_float) return t.bytes == 4 ? detail::load<float>(b, big) : detail::load<double>(b, big);
+    switch (t.bytes) {
+      case 1: return t.is_signed ? static_cast<double>(static_cast<std::int8_t>(b[0])) : b[0];
+      case 2: return t.is_signed ? detail::load<std::int16_t>(b, big) : detail::load<std::uint16_t>(b, big);
+      default: return t.is_signed ? detail::load<std::int32_t>(b, big) : detail::load<std::uint32_t>(b, big);
+    }
+  }
+
+  double ascii_value(const scalar_type& t, const element& e, std::uint64_t i, const property& p) {
+    int c = in_.get();
+    while (c != -1 && is_space(c)) c = in_.get();
+    token_.clear();
+    bool too_long = false;
+    while (c != -1 && !is_space(c)) {
+      if (token_.size() < 64) token_.push_back(static_cast<char>(c));
+      else too_long = true;
+      c = in_.get();
+    }
+    const std::string where = e.name + " " + std::to_string(i) + " property '" + p.name + "'";
+    if (too_long) throw input_error(file_, where + ": a number longer than 64 characters ('" + token_ + "...')");
+    if (token_.empty()) {
+      throw input_error(file_, "truncated data: the file ends in " + e.name + " " + std::to_string(i) + " of " +
+                                   std::to_string(e.count) + " (property '" + p.name + "')");
+    }
+    std::string_view s = token_;
+    if (s.starts_with('+')) s.remove_prefix(1);
+    double v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec == std::errc::invalid_argument || end != s.data() + s.size()) {
+      throw input_error(file_, where + ": '" + token_ + "' is not a number");
+    }
+    if (ec == std::errc::result_out_of_range) throw input_error(file_, where + ": '" + token_ + "' is out of range");
+    if (!t.is_float && v != std::floor(v)) throw input_error(file_, where + ": '" + token_ + "' is not an integer");
+    return v;
+  }
+
+  detail::byte_stream& in_;
+  const std::string& file_;
+  encoding enc_ = encoding::ascii;
+  std::vector<element> elements_;
+  const element* vertex_ = nullptr;
+  std::size_t x_ = 0, y_ = 0, z_ = 0;
+  std::optional<std::size_t> mass_;
+  std::string token_;
+};
+
+}  // namespace
+
+std::vector<point> read_points_ply(const std::filesystem::path& path) {
+  detail::byte_stream in = detail::file_stream(path);
+  return ply_reader(in).read();
+}
+
+std::vector<point> parse_points_ply(std::span<const std::byte> bytes, std::string_view source) {
+  detail::byte_stream in(bytes, std::string(source));
+  return ply_reader(in).read();
+}
+
+}  // namespace canopy::trees
