@@ -24,6 +24,7 @@
 #include "canopy/mode.hpp"
 #include "canopy/push_policy.hpp"
 #include "canopy/scheduler_options.hpp"
+#include "canopy/version.hpp"
 #include "canopy/trees/generators.hpp"
 #include "commands.hpp"
 #include "common.hpp"
@@ -66,17 +67,6 @@ fs::path plot_stem(const std::string& plot) {
   fs::path p = plot;
   if (p.extension() == ".png" || p.extension() == ".svg") p.replace_extension();
   return p;
-}
-
-std::string first_line_of_command(const char* command) {
-  std::string out;
-  if (FILE* pipe = ::popen(command, "r")) {
-    char buf[256];
-    if (std::fgets(buf, sizeof buf, pipe) != nullptr) out = buf;
-    ::pclose(pipe);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' ')) out.pop_back();
-  return out;
 }
 
 fs::path executable_dir() {
@@ -245,7 +235,9 @@ int run_bench(const bench_cli& o, const CLI::App& cmd) {
   engine.add_platform(cb::make_host_platform());
   stage total;
   cb::bench_report report = engine.run(trees_list, variants, backend, note);
-  report.git_commit = first_line_of_command("git rev-parse --short=12 HEAD 2>/dev/null");
+  // The revision this binary's canopy::runtime was built from ("unknown" outside a git checkout),
+  // not whatever checkout the current directory happens to be in.
+  report.git_commit = canopy::git_revision();
   total.done("benchmark");
 
   cb::print_table(report, std::cout);

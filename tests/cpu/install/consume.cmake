@@ -25,7 +25,7 @@ message(STATUS "custom_tasks: ${output}")
 # (configure only: no build).
 file(WRITE ${BINARY}/trees_consumer/CMakeLists.txt
      "cmake_minimum_required(VERSION 3.25)\nproject(trees_consumer LANGUAGES CXX)\n"
-     "find_package(canopy 0.1 REQUIRED COMPONENTS runtime trees passes dags)\n"
+     "find_package(canopy 0.12 REQUIRED COMPONENTS runtime trees passes dags)\n"
      "foreach(t trees passes dags)\n  if(NOT TARGET canopy::\${t})\n    message(FATAL_ERROR \"no canopy::\${t}\")\n  endif()\nendforeach()\n")
 run("find_package(canopy COMPONENTS trees passes dags)" ${CMAKE_COMMAND} -S ${BINARY}/trees_consumer -B ${BINARY}/trees_consumer/build
     -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_CXX_COMPILER=${CXX})
