@@ -7,7 +7,8 @@
 #               headers (and cudart for canopy::cuda); all that CANOPY_RUNTIME_ONLY installs
 #   trees       canopy::trees, canopy::passes, canopy::dags: nothing more
 #   dags_boost  canopy::dags_boost: Boost.Graph, looked for only when this component is asked for
-# Everything here is in the canopy_development component.
+# Everything here is in the canopy_development component; the tool and its plot script are in
+# canopy_tool (a plain `cmake --install` installs both).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

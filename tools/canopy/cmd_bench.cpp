@@ -75,12 +75,19 @@ fs::path executable_dir() {
   return ec ? fs::path() : exe.parent_path();
 }
 
-// tools/plot/plot_bench.py: $CANOPY_PLOT_SCRIPT, else beside the build tree this binary sits in
-// (build/<dir>/tools/canopy), else the source tree it was built from, else ./tools/plot.
+// tools/plot/plot_bench.py: $CANOPY_PLOT_SCRIPT, else where `cmake --install` put it beside this
+// binary (<prefix>/bin/canopy -> <prefix>/share/canopy/plot_bench.py), else beside the build tree
+// this binary sits in (build/<dir>/tools/canopy), else the source tree it was built from, else
+// ./tools/plot.
 fs::path find_plot_script() {
   if (const char* env = std::getenv("CANOPY_PLOT_SCRIPT"); env != nullptr && *env != '\0') return env;
   std::vector<fs::path> candidates;
-  if (const fs::path dir = executable_dir(); !dir.empty()) candidates.push_back(dir / "../../../tools/plot/plot_bench.py");
+  if (const fs::path dir = executable_dir(); !dir.empty()) {
+#ifdef CANOPY_INSTALLED_DATA_DIR
+    candidates.push_back(dir / CANOPY_INSTALLED_DATA_DIR / "plot_bench.py");
+#endif
+    candidates.push_back(dir / "../../../tools/plot/plot_bench.py");
+  }
 #ifdef CANOPY_SOURCE_DIR
   candidates.push_back(fs::path(CANOPY_SOURCE_DIR) / "tools/plot/plot_bench.py");
 #endif
@@ -120,6 +127,7 @@ void make_plot(const fs::path& json, const fs::path& stem, bool json_is_temporar
     spdlog::warn("--plot: {} not found (set CANOPY_PYTHON); no plot written{}", python, later);
     return;
   }
+  spdlog::debug("--plot: running {} {}", python, script.string());
   stage s;
   const int rc = spawn_and_wait({python, script.string(), json.string(), "-o", stem.string(), "--quiet"});
   if (rc != 0) {
