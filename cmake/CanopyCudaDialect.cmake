@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # CMake before 3.26 knows no C++20 flag for nvcc (and so no cuda_std_20 compile feature). Canopy's
 # targets ask for cuda_std_20 on the CUDA files that use them; this file teaches CMake the flag.
 # Included by Canopy's own build before it enables CUDA, and by the installed package config, so a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Warnings, sanitizers and link options shared by every Canopy target.
 add_library(canopy_warnings INTERFACE)
 add_library(canopy::warnings ALIAS canopy_warnings)

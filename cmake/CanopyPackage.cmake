@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # `cmake --install` and the package config, so that a simulation can do
 #   find_package(canopy 0.12 REQUIRED)           # canopy::runtime, canopy::cuda, canopy::atomics,
 #                                                # and canopy::trees, ::passes, ::dags if installed

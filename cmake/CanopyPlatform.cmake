@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Supported platforms (README.md, "Supported platforms"): GCC 11+ or Clang 14+ for host C++20;
 # CUDA 12.0+ (nvcc) for the GPU parts; CMake 3.25+. Anything older fails here with one clear line
 # instead of pages of template errors later.

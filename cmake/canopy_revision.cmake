@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DSOURCE_DIR=<canopy sources> -DOUTPUT=<file.cpp> [-DGIT=<git>] -P canopy_revision.cmake
 # Writes the definition of canopy::git_revision() (canopy/version.hpp): `git describe --always
 # --dirty` of SOURCE_DIR, or "unknown" when SOURCE_DIR has no .git of its own or git fails. Run at

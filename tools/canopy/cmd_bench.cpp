@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy bench: the benchmark by depth. Complete octrees of each depth (or one adaptive tree), every
 // scheduler mode and baseline side by side, each result validated against the reference before it
 // is timed. The engine is bench/octree (canopy::bench_octree); this file is its command line.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy bench atomics: the atomics lab (bench/atomics, canopy::atomics_lab) as a subcommand of
 // `canopy bench`. This file is only its command line: options are checked here (one
 // "canopy: error:" line, exit 2), then canopy::bench::run_atomics_lab does the work. The standalone

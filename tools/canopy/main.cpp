@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `canopy`: generate point sets, build octrees, run and validate the upward pass, export task graphs.
 //
 // Output contract: results on stdout; progress (one line per finished stage) and warnings on

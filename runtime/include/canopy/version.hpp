@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Canopy's version, and the revision of the sources the library was built from.
 // The numbers below are the only place the version is written: CMakeLists.txt reads them for
 // project(VERSION), the package's version file and canopy.pc. CHANGELOG.md says what changed.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DPREFIX=<installed canopy> -DKIND=cxx|cuda -DSOURCE=<consumer> -DBINARY=<dir> -DGENERATOR=<g>
 #       -DCXX=<c++ compiler> -DNVCC=<nvcc> -P consume.cmake
 # Configures, builds and runs the consumer project out of tree against the installed package.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DBUILD=<canopy build dir> -DPREFIX=<fresh prefix> -P install.cmake
 # Installs the development component (libraries, headers, package config) and checks the layout.
 file(REMOVE_RECURSE ${PREFIX})

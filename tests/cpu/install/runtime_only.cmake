@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DSOURCE=<canopy sources> -DBINARY=<dir> -DPREFIX=<fresh prefix> -DREADME=<README.md>
 #       -DGENERATOR=<g> -DCXX=<c++ compiler> -P runtime_only.cmake
 # The runtime-only install and the README's consumer:

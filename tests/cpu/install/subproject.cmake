@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DSOURCE=<canopy sources> -DBINARY=<dir> -DGENERATOR=<g> -DCXX=<c++ compiler> -P subproject.cmake
 # Canopy as a sub-project (add_subdirectory; FetchContent ends the same way): a C++-only parent
 # that cannot find GoogleTest, Boost, CLI11, spdlog, fmt or nlohmann-json configures, gets the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DBUILD=<canopy build dir> -DPREFIX=<fresh prefix> -P tool_plot.cmake
 # The installed tool finds its installed plot script: installs the canopy_tool component (the tool,
 # share/canopy/plot_bench.py), hides the build and source trees' copies from it (CANOPY_PLOT_SCRIPT

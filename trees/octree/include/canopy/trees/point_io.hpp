@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Point files.
 //
 // Binary format (version 1), all little-endian, no padding:
