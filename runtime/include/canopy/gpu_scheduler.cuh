@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU backend: a move-only host object that owns the device copy of a task graph, the queues
 // and the run state, and launches the persistent kernel for a user's operation.
 //

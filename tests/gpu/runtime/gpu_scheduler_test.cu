@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU backend: the scheduler contract (tests/common/scheduler_contract.inc) in the persistent
 // kernel, plus what only the GPU backend has: lane groups, prefetch hooks, the batch size, cached
 // graph launches, the idle-sleep cap and the GPU-only options.
