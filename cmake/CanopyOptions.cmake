@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Warnings, sanitizers and link options shared by every Canopy target.
 add_library(canopy_warnings INTERFACE)
 add_library(canopy::warnings ALIAS canopy_warnings)
@@ -5,6 +6,17 @@ target_compile_options(canopy_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr -Xcudafe=--display_error_number>)
 
+# What the users of a Canopy library must compile with, in C++ and in CUDA: C++20 (cuda_std_20 for
+# .cu files; cmake/CanopyCudaDialect.cmake teaches CMake 3.25 the flag) and nvcc's
+# --expt-relaxed-constexpr (the portable headers call constexpr std:: and cuda::std functions from
+# device code). On the installed targets too, so that a consumer's .cu files need no flags by hand.
+function(canopy_usage_requirements target)
+  target_compile_features(${target} INTERFACE cxx_std_20 cuda_std_20)
+  target_compile_options(${target} INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>)
+endfunction()
+
+# The sanitizer and fuzzer flags below are directory-scoped (Canopy's own tree, never a parent
+# project's) and only ever set on request (the tsan, asan and fuzz presets).
 if(CANOPY_SANITIZE STREQUAL "thread")
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=thread> $<$<COMPILE_LANGUAGE:CXX>:-g>)
   add_link_options(-fsanitize=thread)

@@ -1,9 +1,15 @@
+# SPDX-License-Identifier: Apache-2.0
 # `cmake --install` and the package config, so that a simulation can do
-#   find_package(canopy 0.1 REQUIRED)              # canopy::runtime, canopy::trees, canopy::passes
+#   find_package(canopy 0.12 REQUIRED)           # canopy::runtime, canopy::cuda, canopy::atomics,
+#                                                # and canopy::trees, ::passes, ::dags if installed
 #   target_link_libraries(sim PRIVATE canopy::runtime)
-# Three export sets: canopy::runtime (and canopy::cuda) need only the CUDA toolkit; canopy::trees
-# and canopy::passes (the octree and its upward pass) nothing more; canopy::dags also needs
-# Boost.Graph, which a consumer of the scheduler or the octree should not have to install.
+# Export sets, one file each, loaded by the config only as far as they are installed and wanted:
+#   runtime     canopy::runtime, canopy::cuda, canopy::atomics: need only the CUDA toolkit's CCCL
+#               headers (and cudart for canopy::cuda); all that CANOPY_RUNTIME_ONLY installs
+#   trees       canopy::trees, canopy::passes, canopy::dags: nothing more
+#   dags_boost  canopy::dags_boost: Boost.Graph, looked for only when this component is asked for
+# Everything here is in the canopy_development component; the tool and its plot script are in
+# canopy_tool (a plain `cmake --install` installs both).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -15,16 +21,22 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/canopy ${PROJECT_SOURCE_
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT canopy_development)
 install(EXPORT canopy-runtime-targets NAMESPACE canopy:: DESTINATION ${CANOPY_INSTALL_CMAKEDIR} COMPONENT canopy_development)
 
-install(TARGETS canopy_trees canopy_passes EXPORT canopy-trees-targets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT canopy_development)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/trees/octree/include/canopy ${PROJECT_SOURCE_DIR}/trees/passes/include/canopy
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT canopy_development)
-install(EXPORT canopy-trees-targets NAMESPACE canopy:: DESTINATION ${CANOPY_INSTALL_CMAKEDIR} COMPONENT canopy_development)
+if(TARGET canopy_trees)
+  install(TARGETS canopy_trees canopy_passes canopy_dags EXPORT canopy-trees-targets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT canopy_development)
+  # dags/include also holds the Boost headers of canopy::dags_boost: headers only, harmless.
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/trees/octree/include/canopy ${PROJECT_SOURCE_DIR}/trees/passes/include/canopy
+                    ${PROJECT_SOURCE_DIR}/trees/dags/include/canopy
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT canopy_development)
+  install(EXPORT canopy-trees-targets NAMESPACE canopy:: DESTINATION ${CANOPY_INSTALL_CMAKEDIR} COMPONENT canopy_development)
+endif()
 
-install(TARGETS canopy_dags EXPORT canopy-dags-targets
-        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT canopy_development)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/trees/dags/include/canopy DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT canopy_development)
-install(EXPORT canopy-dags-targets NAMESPACE canopy:: DESTINATION ${CANOPY_INSTALL_CMAKEDIR} COMPONENT canopy_development)
+if(TARGET canopy_dags_boost)
+  install(TARGETS canopy_dags_boost EXPORT canopy-dags-boost-targets
+          ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT canopy_development)
+  install(EXPORT canopy-dags-boost-targets NAMESPACE canopy:: DESTINATION ${CANOPY_INSTALL_CMAKEDIR}
+          COMPONENT canopy_development)
+endif()
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/canopyConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/canopyConfig.cmake
@@ -32,4 +44,32 @@ configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/canopyConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/canopyConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)  # 0.x: minor versions may break the API
 install(FILES ${PROJECT_BINARY_DIR}/canopyConfig.cmake ${PROJECT_BINARY_DIR}/canopyConfigVersion.cmake
+              ${CMAKE_CURRENT_LIST_DIR}/CanopyCudaDialect.cmake
         DESTINATION ${CANOPY_INSTALL_CMAKEDIR} COMPONENT canopy_development)
+
+# canopy.pc for builds without CMake (pkg-config --cflags --libs canopy): the scheduler's host
+# side, canopy::runtime, with the CCCL headers of the toolkit it was built against.
+# CCCL::libcudacxx is an alias of an interface target that holds the include directory.
+set(canopy_pc_cflags "")
+set(canopy_pc_targets CCCL::libcudacxx)
+foreach(depth RANGE 3)
+  set(next "")
+  foreach(t IN LISTS canopy_pc_targets)
+    if(TARGET ${t})
+      get_target_property(dirs ${t} INTERFACE_INCLUDE_DIRECTORIES)
+      foreach(dir IN LISTS dirs)
+        if(dir AND NOT dir MATCHES "\\$<" AND NOT canopy_pc_cflags MATCHES " -I${dir}( |$)")
+          string(APPEND canopy_pc_cflags " -I${dir}")
+        endif()
+      endforeach()
+      get_target_property(links ${t} INTERFACE_LINK_LIBRARIES)
+      if(links)
+        list(APPEND next ${links})
+      endif()
+    endif()
+  endforeach()
+  set(canopy_pc_targets ${next})
+endforeach()
+configure_file(${CMAKE_CURRENT_LIST_DIR}/canopy.pc.in ${PROJECT_BINARY_DIR}/canopy.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/canopy.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
+        COMPONENT canopy_development)

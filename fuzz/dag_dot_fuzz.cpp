@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the Graphviz DOT DAG reader (canopy/dags/dag_io.hpp) over arbitrary text.
 // Rejections must be one of the documented typed errors: canopy::trees::input_error (malformed
 // DOT, undirected graph, bad weight, duplicate edge), canopy::trees::graph_error (cycle,

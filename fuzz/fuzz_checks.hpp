@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every fuzz target checks about an input the reader accepted. A failed check calls
 // __builtin_trap(), which libFuzzer reports as a crash with the input saved.
 #pragma once

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes the seed corpora of the Tipsy, Gadget, PLY and .npy fuzz targets (fuzz/corpus/points_*/).
 
 Hand-made files, standard library only: valid files of each layout the readers accept, and one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the binary point reader over arbitrary bytes.
 // Rejections must be canopy::trees::input_error; anything else escaping is a crash. An accepted
 // input must be exactly the canonical encoding of the points read (header, count, records), and

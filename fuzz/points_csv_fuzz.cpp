@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the CSV point reader over arbitrary text.
 // Rejections must be canopy::trees::input_error; anything else escaping is a crash. Accepted
 // points must round-trip: written back in the shortest form (as write_points_csv does) and read

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the Gadget-1/2 snapshot reader over arbitrary bytes.
 // Rejections must be canopy::trees::input_error; anything else escaping is a crash. An accepted
 // input must read the same when each particle type is read alone: types 0..5, concatenated, are

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the NumPy .npy reader over arbitrary bytes.
 // Rejections must be canopy::trees::input_error; anything else escaping is a crash. An accepted
 // input is detected as .npy, its data fills the rest of the file exactly (N rows of 3 or 4 values

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the PLY reader over arbitrary bytes.
 // Rejections must be canopy::trees::input_error; anything else escaping is a crash. An accepted
 // input is detected as PLY and reads the same through read_points' dispatch (parse_points), and the

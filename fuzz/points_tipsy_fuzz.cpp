@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target: the Tipsy reader over arbitrary bytes.
 // Rejections must be canopy::trees::input_error; anything else escaping is a crash. An accepted
 // input must read the same when each family is read alone: gas, dark and star, concatenated, are

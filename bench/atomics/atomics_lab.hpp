@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The atomics lab: the seeds' atomic-operation techniques measured side by side on the GPU, each
 // variant validated against a host (naive) result before its time counts.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internals shared by the atomics lab's experiments (nvcc only).
 #pragma once
 

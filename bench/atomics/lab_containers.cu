@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 000: count the containers whose float sum exceeds a limit. One thread per container
 // (containers in CSR form: offsets + values). Variants differ only in how the count is gathered:
 //   naive            one global atomic per container over the limit

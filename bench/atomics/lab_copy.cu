@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 003, vectorised loads: copy n ints with int, int2 and int4 accesses (grid-stride, the
 // seed's kernels), against cudaMemcpyDeviceToDevice and the copy
 // bandwidth measured at start-up. Bytes counted: n * 4 read + n * 4 written.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The atomics lab's driver: options, device facts, the validate-count-time loop, output.
 #include <chrono>
 #include <cstdlib>

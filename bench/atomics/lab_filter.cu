@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seeds 003/004: filtering (stream compaction): copy the positive elements of src to dst, in any
 // order. One element per thread; variants differ in how each kept element gets its slot.
 //   global_atomic    one global atomicAdd per kept element

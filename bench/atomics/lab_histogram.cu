@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A 256-bin histogram of bytes. The input is image-like: 3/4 of the elements follow a smooth
 // gradient (runs of 4096 equal values), 1/4 are noise, so neighbouring lanes often share a bin.
 // Own kernels use the same grid-stride launch (a few blocks per SM) so that per-block work is

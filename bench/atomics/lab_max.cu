@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seed 002: the global maximum of A*B/C + D over four int arrays, one element per thread.
 //   naive             one global atomicMax per element
 //   less_naive        thread 0 snapshots the global maximum into shared memory; only elements

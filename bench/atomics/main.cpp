@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy-atomics-lab: the atomics lab as a command. Exit status: 0 all variants validated,
 // 1 a wrong result or CUDA error, 2 bad options, 77 no CUDA device.
 #include <CLI/CLI.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host side of the upward-pass baselines: launch configuration, graph capture, the runner.
 // The kernels are in detail/upward_kernels.cuh.
 #include "baselines/baselines.cuh"

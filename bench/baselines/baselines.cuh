@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What a user writes instead of a scheduler for the octree upward pass (float payloads), as
 // callable GPU functions over a device_octree's ref and a device_payloads<float>:
 //

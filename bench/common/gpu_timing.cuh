@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // GPU timing for benchmarks (nvbench's concepts in a small harness of our own): CUDA-event timing
 // of a callable with warm-up, every repetition bracketed by its own event pair; the device copy
 // bandwidth that bandwidth figures are compared against. Errors, device buffers and the device

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Benchmark results: rows of (experiment, variant, size) with their timing, printed as an aligned
 // terminal table and written as self-describing JSON (nlohmann_json, in results.cpp) and CSV.
 // Host-only, no CUDA: usable from .cpp and .cu files alike.

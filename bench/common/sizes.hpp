@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element-count lists for benchmark axes: "1M,16M,256M" (binary suffixes K = 2^10, M = 2^20,
 // G = 2^30; plain numbers as given).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host-side statistics over timing samples (header-only, no CUDA).
 #pragma once
 

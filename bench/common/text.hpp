@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Text helpers shared by the benchmark (progress lines, reports, option lists) and the canopy tool:
 // number formatting and splitting of lists. Header-only, host C++.
 #pragma once

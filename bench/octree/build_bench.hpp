@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `canopy bench build`: the host octree build (build_octree) against the GPU build
 // (device_octree_builder) and the task graphs built on the device from its result, on the same
 // points. Every GPU tree is downloaded and compared with the host's, node for node, before any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `canopy bench build` on the GPU (build_bench.hpp).
 #include <cuda_runtime.h>
 

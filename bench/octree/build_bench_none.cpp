@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `canopy bench build` in a build without CUDA support: the GPU side is missing.
 #include <stdexcept>
 

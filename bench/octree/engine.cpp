@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The benchmark loop: for each tree, build it (only if some variant still runs), compute the
 // reference, and for each variant validate one run before timing it; keep to the time budget.
 #include <algorithm>

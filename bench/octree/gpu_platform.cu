@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU side of the benchmark: the scheduler's persistent kernel in every mode and the baselines
 // of bench/baselines, on one uploaded copy of each tree. Compiled only under CANOPY_GPU.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A build without CUDA support (CANOPY_GPU=OFF) has no GPU platform: the benchmark runs the
 // reference and the cpu backend only.
 #include "octree_bench.hpp"

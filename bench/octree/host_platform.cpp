@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host side of the benchmark: the serial double-precision reference ("host") and the scheduler
 // on std::thread workers ("cpu"), timed with std::chrono::steady_clock.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The benchmark by depth (`canopy bench`): the octree upward pass of each tree computed by every
 // scheduler mode and every baseline, each result checked against the double-precision reference
 // before its time counts, then timed (warm-up, median of the timed runs, min, max).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The benchmark's outputs: the terminal table, JSON and CSV. The file formats are documented in
 // README.md beside this file; the JSON carries its own field descriptions.
 #include <algorithm>

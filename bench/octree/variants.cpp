@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The benchmark's axes: the depth list, the variant names, the sizes of complete trees.
 #include <algorithm>
 #include <cctype>

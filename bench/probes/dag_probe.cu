@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Diagnostic probe (not part of any suite): the deep random DAG that stalled in continuation at
 // full occupancy, with a per-task execution count, to tell a lost task from one run twice
 // (bench/RESULTS.md, end of the second session). lockfree and continuation at full occupancy, 132

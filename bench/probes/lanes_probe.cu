@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tuning probe (not part of any suite): the upward pass as node tasks with lane groups of 2 and 4
 // lanes per node and merge batches of 1 and 2 children (upward_ops<float, Lanes, MergeBatch>) in
 // the three lock-free modes, on the sweep trees (probe_trees.cuh); validated against the double

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tuning probe (not part of any suite): what a launch, a wait and a scheduler run cost before any
 // task does work (bench/RESULTS.md, fourth to sixth sessions). Four tables:
 //  1. an empty kernel, plain and cooperative launch + stream sync, by grid (1 block, half the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tuning probe (not part of any suite): the idle blocks' sleep cap (scheduler_options::
 // idle_sleep_max) against the deep random DAG at full occupancy (where polling starved the working
 // block; probe_dag.cuh) and against small trees (where a long sleep delays the end of the run):

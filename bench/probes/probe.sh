@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs tuning probes on the GPU machine (bench/probes/README.md): first a quick correctness check
 # of the scheduler on this device (its GPU test binary, if built), then each probe given, with its
 # arguments, its output echoed and kept in $OUT/probes/NAME.log (or BUILD_DIR/probe-logs).

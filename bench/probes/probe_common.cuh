@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the tuning probes (bench/probes, not part of any suite): timing helpers, the no-op and
 // counting task bodies, the no-op tree, and the device clock. Plumbing comes from the public CUDA
 // layer (canopy/cuda/); nothing here reaches into the runtime's detail/ headers, so that the probes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the DAG probes (dag_probe, poll_probe; not part of any suite): the deep random DAG that
 // stalled at full occupancy (tests/common/random_dag.hpp's `deep` shape: a chain, each task also
 // waiting for up to two random earlier ones), and one scheduler run over it with every task's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Shared by the octree tuning probes (bench/probes, not part of any suite): the trees they sweep,
 // built one at a time (depth 8 holds 134M points): a complete octree of depth 5, one of depth 8
 // (left out when max_depth < 8), a 16M-point Plummer sphere with leaves of up to 32 points, and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tuning probe (not part of any suite): one tree, one twig-task mode, run `runs` times after a
 // validated first run, so that a profiler (ncu -k regex:persistent_kernel --launch-skip N) can
 // look at one warm run; prints the warm median.

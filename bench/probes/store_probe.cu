@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tuning probe (not part of any suite): twig tasks whose 8 leaf payloads are staged in shared
 // memory and written by the whole group as one contiguous block (8 x 17 words, 16 lanes per
 // store instruction), against the library's twig ops (each leaf's 2 lanes write its own payload:

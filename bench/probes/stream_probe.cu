@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Does a kernel enqueued after run_async start without waiting for the host? (issue 16)
 //
 // A no-op tree of the depth-5 octree's shape (37,449 tasks), counted so that every sample is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tuning probe (not part of any suite): where the time of a small run goes. Wraps the octree ops
 // so that every task records its start and end (globaltimer), then prints, per tree level, when
 // its first task started and its last one ended, relative to the run's first task, beside the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tuning probe (not part of any suite): node tasks (upward_pass.hpp) against twig tasks
 // (twig_pass.hpp) and the baselines, on the sweep trees (probe_trees.cuh); every result is
 // validated against the double reference before it is timed (warm medians, CUDA events around

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Custom tasks: your own payload and operation, scheduled by Canopy. Every node of a random tree
 // gets the size of its subtree and the largest value in it; the result is checked serially.
 #include <canopy/cpu_scheduler.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // custom_tasks.cpp on the GPU: the same payload and operation, now `__device__`, run by one
 // persistent kernel. Managed memory keeps the example short (the scheduler needs only that the
 // operation's pointers are valid on the device). Exits 77 (a skipped test) without a device.

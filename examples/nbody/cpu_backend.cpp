@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU backend: the upward pass on canopy::cpu_scheduler (std::thread workers running the same
 // scheduler as the GPU kernel), the force walk on host threads.
 #include <atomic>

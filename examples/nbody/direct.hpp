@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // O(N^2) direct summation in double precision: the oracle for the tree walk's accelerations and
 // the exact potential energy for the energy-drift check. Host threads; meant for small N (or a
 // sample of bodies against all N).

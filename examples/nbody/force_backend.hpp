@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Where a step's upward pass and force walk run: on the CPU (canopy::cpu_scheduler and host
 // threads) or on the GPU (canopy::gpu_scheduler and a CUDA kernel). Plain C++ interface, so the
 // host loop (simulation.cpp) compiles with g++ whether or not the CUDA part is built.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU backend: the octree is uploaded and the upward pass runs in Canopy's persistent kernel
 // (trees::upward_runner: node tasks, trees::upward_ops<float>), then one CUDA thread per body walks
 // the tree through the runner's device view (walk_one, the same function the CPU backend calls)

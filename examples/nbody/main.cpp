@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // nbody: a Barnes-Hut N-body simulation embedding Canopy. Every step builds the octree of the
 // bodies, accumulates its multipoles with Canopy's scheduler (GPU persistent kernel or CPU
 // threads), computes accelerations by a tree walk and integrates with leapfrog (kick-drift-kick).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host loop: every step
 //   integrate  kick v += a dt/2, drift x += v dt               (host threads)
 //   build      octree of the new positions (trees::build_octree, host), bodies reordered to match

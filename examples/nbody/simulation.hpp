@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host side of the N-body example: initial conditions, the leapfrog loop, energy, the
 // per-step timing breakdown and the self-checks.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Barnes-Hut force walk: for one body, an iterative, stack-based descent of the octree that
 // takes a node's multipole (monopole + quadrupole about its centre of mass) when the node is far
 // enough, and sums the node's bodies directly when it is a leaf that is too close.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "canopy/cpu_scheduler.hpp"
 
 #include "canopy/detail/check_options.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "canopy/task_graph.hpp"
 
 #include <algorithm>

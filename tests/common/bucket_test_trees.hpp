@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The trees both bucket-task suites run (tests/cpu/trees/bucket_pass_test.cpp on the host's
 // decomposition and the CPU backend, tests/gpu/trees/bucket_gpu_test.cpp on the warp's code):
 // empty, one point, complete trees, adaptive trees with leaves of 1 to 32 points, clusters, and a

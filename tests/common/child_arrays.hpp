@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Random forests in the octree's layout (children contiguous: first_child .. + child_count), with
 // the parent array of the same forest, for the tests of building task graphs from child ranges
 // (canopy/device_task_graph.cuh and its portable steps). Header-only, host code.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU backend as the scheduler contract (scheduler_contract.inc) sees it: canopy::cpu_scheduler
 // running oracle_ops on host memory.
 #pragma once

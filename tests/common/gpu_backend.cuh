@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU backend as the scheduler contract (scheduler_contract.inc) sees it: canopy::gpu_scheduler
 // running oracle_ops (trivially copyable, a __host__ __device__ operator()) on device memory.
 // Tests skip themselves without a device (gpu_test).

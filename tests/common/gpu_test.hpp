@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GoogleTest side of GPU tests, on the public CUDA layer (canopy/cuda/: canopy::device_buffer,
 // canopy::cuda_message, canopy::gpu_available, CANOPY_CUDA_TRY). Header-only; needs GoogleTest.
 //

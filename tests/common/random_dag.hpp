@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seeded random DAGs for the scheduler tests (CPU and GPU, header-only, no Boost so it compiles in
 // .cu files). Acyclic by construction: every edge goes from a lower to a higher position in a
 // hidden order, and task ids are a random permutation of that order, so the ids say nothing about

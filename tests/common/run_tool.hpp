@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Running a program as a user would, for the tests that spawn the `canopy` binary (header-only;
 // needs GoogleTest and POSIX). No shell, no PATH search, no quoting issues: argv goes straight to
 // posix_spawn, stdout and stderr are captured through files in a directory of the test's.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The operation every scheduler contract test runs, its references, and the graphs with a
 // closed-form answer. Portable (g++ and nvcc): the one op body runs on CPU workers and in the
 // persistent kernel, so both backends are held to the same oracle.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Random trees and DAGs, and an oracle op, shared by the CPU and GPU scheduler tests.
 #pragma once
 

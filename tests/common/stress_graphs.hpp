@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Random graph shapes for the stress sweep (scheduler_stress.inc, both backends), and the
 // value-mixing operation the GPU stress tests use (tests/gpu/stress/stress_common.cuh): value[t] =
 // mix of seed_value(t) and the values of t's predecessors in pred_offsets order, wrapping unsigned

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scheduler backends behind `canopy accumulate` and `canopy validate`: the upward pass through
 // trees::upward_runner on either backend, timed with the backend's clock.
 #include "backends.hpp"

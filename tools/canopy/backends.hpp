@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The accelerated backends behind `canopy accumulate`/`validate`. The reference traversal (double,
 // serial) is run by the commands themselves; everything here runs the scheduler, in float, through
 // canopy::trees::upward_runner.

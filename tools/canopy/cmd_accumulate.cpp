@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy accumulate / canopy validate: run the upward pass on a backend; compare it with the
 // double-precision reference.
 #include <memory>

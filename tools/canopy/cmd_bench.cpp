@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy bench: the benchmark by depth. Complete octrees of each depth (or one adaptive tree), every
 // scheduler mode and baseline side by side, each result validated against the reference before it
 // is timed. The engine is bench/octree (canopy::bench_octree); this file is its command line.
@@ -24,6 +25,7 @@
 #include "canopy/mode.hpp"
 #include "canopy/push_policy.hpp"
 #include "canopy/scheduler_options.hpp"
+#include "canopy/version.hpp"
 #include "canopy/trees/generators.hpp"
 #include "commands.hpp"
 #include "common.hpp"
@@ -68,29 +70,25 @@ fs::path plot_stem(const std::string& plot) {
   return p;
 }
 
-std::string first_line_of_command(const char* command) {
-  std::string out;
-  if (FILE* pipe = ::popen(command, "r")) {
-    char buf[256];
-    if (std::fgets(buf, sizeof buf, pipe) != nullptr) out = buf;
-    ::pclose(pipe);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r' || out.back() == ' ')) out.pop_back();
-  return out;
-}
-
 fs::path executable_dir() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   return ec ? fs::path() : exe.parent_path();
 }
 
-// tools/plot/plot_bench.py: $CANOPY_PLOT_SCRIPT, else beside the build tree this binary sits in
-// (build/<dir>/tools/canopy), else the source tree it was built from, else ./tools/plot.
+// tools/plot/plot_bench.py: $CANOPY_PLOT_SCRIPT, else where `cmake --install` put it beside this
+// binary (<prefix>/bin/canopy -> <prefix>/share/canopy/plot_bench.py), else beside the build tree
+// this binary sits in (build/<dir>/tools/canopy), else the source tree it was built from, else
+// ./tools/plot.
 fs::path find_plot_script() {
   if (const char* env = std::getenv("CANOPY_PLOT_SCRIPT"); env != nullptr && *env != '\0') return env;
   std::vector<fs::path> candidates;
-  if (const fs::path dir = executable_dir(); !dir.empty()) candidates.push_back(dir / "../../../tools/plot/plot_bench.py");
+  if (const fs::path dir = executable_dir(); !dir.empty()) {
+#ifdef CANOPY_INSTALLED_DATA_DIR
+    candidates.push_back(dir / CANOPY_INSTALLED_DATA_DIR / "plot_bench.py");
+#endif
+    candidates.push_back(dir / "../../../tools/plot/plot_bench.py");
+  }
 #ifdef CANOPY_SOURCE_DIR
   candidates.push_back(fs::path(CANOPY_SOURCE_DIR) / "tools/plot/plot_bench.py");
 #endif
@@ -130,6 +128,7 @@ void make_plot(const fs::path& json, const fs::path& stem, bool json_is_temporar
     spdlog::warn("--plot: {} not found (set CANOPY_PYTHON); no plot written{}", python, later);
     return;
   }
+  spdlog::debug("--plot: running {} {}", python, script.string());
   stage s;
   const int rc = spawn_and_wait({python, script.string(), json.string(), "-o", stem.string(), "--quiet"});
   if (rc != 0) {
@@ -245,7 +244,9 @@ int run_bench(const bench_cli& o, const CLI::App& cmd) {
   engine.add_platform(cb::make_host_platform());
   stage total;
   cb::bench_report report = engine.run(trees_list, variants, backend, note);
-  report.git_commit = first_line_of_command("git rev-parse --short=12 HEAD 2>/dev/null");
+  // The revision this binary's canopy::runtime was built from ("unknown" outside a git checkout),
+  // not whatever checkout the current directory happens to be in.
+  report.git_commit = canopy::git_revision();
   total.done("benchmark");
 
   cb::print_table(report, std::cout);

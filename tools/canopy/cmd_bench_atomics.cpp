@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy bench atomics: the atomics lab (bench/atomics, canopy::atomics_lab) as a subcommand of
 // `canopy bench`. This file is only its command line: options are checked here (one
 // "canopy: error:" line, exit 2), then canopy::bench::run_atomics_lab does the work. The standalone
@@ -47,14 +48,19 @@ struct atomics_cli {
 const std::vector<std::string> experiment_names = {"containers", "max", "filter", "histogram", "copy"};
 
 #if CANOPY_HAVE_ATOMICS_LAB
-// tools/plot/plot_atomics.py: $CANOPY_ATOMICS_PLOT_SCRIPT, else beside the build tree this binary
-// sits in (build/<dir>/tools/canopy), else the source tree it was built from, else ./tools/plot.
+// tools/plot/plot_atomics.py: $CANOPY_ATOMICS_PLOT_SCRIPT, else where `cmake --install` put it
+// (<prefix>/share/canopy beside <prefix>/bin/canopy), else beside the build tree this binary sits
+// in (build/<dir>/tools/canopy), else the source tree it was built from, else ./tools/plot.
 fs::path find_atomics_plot_script() {
   if (const char* env = std::getenv("CANOPY_ATOMICS_PLOT_SCRIPT"); env != nullptr && *env != '\0') return env;
   std::vector<fs::path> candidates;
   std::error_code ec;
-  if (const fs::path exe = fs::read_symlink("/proc/self/exe", ec); !ec)
+  if (const fs::path exe = fs::read_symlink("/proc/self/exe", ec); !ec) {
+#ifdef CANOPY_INSTALLED_DATA_DIR
+    candidates.push_back(exe.parent_path() / CANOPY_INSTALLED_DATA_DIR / "plot_atomics.py");
+#endif
     candidates.push_back(exe.parent_path() / "../../../tools/plot/plot_atomics.py");
+  }
 #ifdef CANOPY_SOURCE_DIR
   candidates.push_back(fs::path(CANOPY_SOURCE_DIR) / "tools/plot/plot_atomics.py");
 #endif

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy bench build: the host octree build against the GPU build and the task graphs built on the
 // device, on the benchmark's complete trees and on Plummer spheres (build_bench.hpp does the work;
 // this file is the command line and the table). Exit 0 done, 1 a GPU tree differed from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `canopy bench` in a build without the benchmarks (CANOPY_BUILD_BENCH=OFF, e.g. the asan preset):
 // the command exists, so `canopy --help` lists it, and says how to get it.
 #include <memory>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy build: build an octree and describe its shape.
 #include <algorithm>
 #include <bit>

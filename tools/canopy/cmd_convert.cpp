@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy convert: read points in any format the tool reads and write them as Canopy binary or CSV.
 #include <filesystem>
 #include <memory>

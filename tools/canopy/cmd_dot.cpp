@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy dot: export an octree's task graph (child -> parent) as Graphviz DOT.
 #include <filesystem>
 #include <memory>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy gen: write a seeded point set.
 #include <cstdint>
 #include <filesystem>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `canopy modes`: the scheduler modes and push policies, as the library's tables list them (so
 // that scripts such as tools/gpu-check, and people, never keep a list of their own).
 #include <cstdio>

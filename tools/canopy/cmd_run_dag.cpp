@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy run-dag: schedule a general dependency DAG read from Graphviz DOT on a backend, every task
 // computing trees::dag_accumulate_ops, and check every task's value against a serial topological
 // execution (the reference).

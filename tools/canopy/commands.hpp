@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The subcommands of `canopy`. Each add_*_command registers its options on `app` and returns the
 // function that runs it once the command line has been parsed; that function returns the exit code
 // (see exit_code in common.hpp) and throws on bad input or a failed run (main turns both into one line).

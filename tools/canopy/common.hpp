@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Pieces every `canopy` subcommand shares: exit codes, loading points and trees (from a file or a
 // generator spec), stage timing for progress lines, and writing output files atomically.
 #pragma once

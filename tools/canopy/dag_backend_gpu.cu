@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU backend of `canopy run-dag`: upload the predecessor lists and weights, run the
 // persistent kernel once warm, then once timed from zeroed values, and download the values.
 #include <cuda_runtime.h>

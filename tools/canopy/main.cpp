@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `canopy`: generate and convert point sets, build octrees, run and validate the upward pass, export task graphs.
 //
 // Output contract: results on stdout; progress (one line per finished stage) and warnings on
@@ -16,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "canopy/status.hpp"
+#include "canopy/version.hpp"
 #include "canopy/trees/errors.hpp"
 #include "canopy/trees/threads.hpp"
 #include "commands.hpp"
@@ -63,6 +65,9 @@ int main(int argc, char** argv) {
       "            2 bad input or bad command line, 3 the run failed (backend error, timeout, ...).\n"
       "Run 'canopy COMMAND --help' for a command's options.");
   app.require_subcommand(1);
+  // "canopy 0.12.0 (git 60b4ef7)": the version of the headers and the revision canopy::runtime
+  // was built from ("unknown" outside a git checkout).
+  app.set_version_flag("--version", fmt::format("canopy {} (git {})", canopy::version_string, canopy::git_revision()));
   app.fallthrough();  // global options are accepted after the subcommand too
 
   std::string log_level = "info";

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // add_scheduler_options: the scheduler's command-line options, once for every command.
 #include "scheduler_cli.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scheduler options of every `canopy` command that runs the scheduler (accumulate, validate,
 // run-dag, bench), declared once and parsed straight into canopy::scheduler_options. The mode and
 // push-policy names, in --help and in errors, come from the library (canopy::all_modes,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Plot the results of the atomics lab (`canopy bench atomics --json F`, `canopy-atomics-lab --json F`):
 G elements/s against size, one line per variant, one panel per experiment, log-x. Writes STEM.png
 and STEM.svg (each to a temporary name first, then renamed: never half-written).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Plot the results of `canopy bench --json F`: median time of one upward pass against tree depth,
 one line per mode and baseline, log scale, with the min..max spread as a band. Writes STEM.png and
 STEM.svg (each to a temporary name first, then renamed: never half-written).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Kernels of the upward-pass baselines (nvcc only; included by baselines.cu).
 //
 // Work unit: a lane group of G consecutive lanes of one warp (canopy/lane_group.cuh) computes one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Portable-core configuration: the same headers compile with nvcc (host and device) and with g++.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU backend: the same scheduler on std::thread workers, one per "block". It runs every mode
 // with the portable queues and counters the GPU kernel uses, so it is what the ThreadSanitizer
 // suite exercises. A worker is a block of one thread: the block-level steps of the ladder

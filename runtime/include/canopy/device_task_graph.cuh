@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A tree's task graph built on the device from device arrays, with no host copy of the tree: the
 // dependency counts, the sources and the graph view come from kernels. For a tree that is already
 // on the GPU (the device octree: parent, or first_child + child_count, and its Morton-ordered

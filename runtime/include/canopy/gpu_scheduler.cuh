@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU backend: a move-only host object that owns the device copy of a task graph, the queues
 // and the run state, and launches the persistent kernel for a user's operation.
 //
@@ -17,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -117,6 +119,28 @@ class mapped_report {
   run_report* device_ = nullptr;
 };
 
+/// Held while one host thread is inside run() or run_async() of a scheduler: a second thread's
+/// call is refused with invalid_argument instead of enqueueing a run over the same queues and
+/// counters. On the heap so that the scheduler stays movable.
+struct gpu_call_guard {
+  std::atomic<bool> busy{false};
+  class hold {
+   public:
+    explicit hold(gpu_call_guard& g, const char* call) : g_(g) {
+      if (g_.busy.exchange(true, std::memory_order_acquire))
+        throw error(status::invalid_argument, std::string("gpu backend: ") + call +
+                                                  " while another thread is in run() or run_async() of this scheduler "
+                                                  "(one caller at a time; use a scheduler per thread)");
+    }
+    hold(const hold&) = delete;
+    hold& operator=(const hold&) = delete;
+    ~hold() { g_.busy.store(false, std::memory_order_release); }
+
+   private:
+    gpu_call_guard& g_;
+  };
+};
+
 }  // namespace detail
 
 class gpu_scheduler;
@@ -167,7 +191,8 @@ class gpu_scheduler {
   gpu_scheduler& operator=(gpu_scheduler&&) noexcept = default;
 
   /// One run: run_async, then a stream synchronisation and status(). A run that cannot be
-  /// enqueued returns its error as the result (never throws for it).
+  /// enqueued returns its error as the result (never throws for it); so does a call while another
+  /// host thread is inside run() or run_async() of this scheduler (invalid_argument).
   template <class Ops>
   run_result run(const Ops& ops, cudaStream_t stream = nullptr);
 
@@ -178,7 +203,8 @@ class gpu_scheduler {
   /// inside cudaStreamBeginCapture it becomes one cooperative kernel node, correct on every
   /// replay. Runs of one scheduler must not overlap: enqueue them on one stream (or order the
   /// streams with events). Throws canopy::error before enqueueing anything when the run cannot
-  /// start (invalid_argument: the grid does not fit; device_error: a CUDA call failed).
+  /// start (invalid_argument: the grid does not fit, or another host thread is inside run() or
+  /// run_async() of this scheduler; device_error: a CUDA call failed).
   template <class Ops>
   run_ticket run_async(const Ops& ops, cudaStream_t stream = nullptr);
 
@@ -232,6 +258,8 @@ class gpu_scheduler {
   void request_abort_clear() {
     cuda::atomic_ref<std::int32_t, cuda::thread_scope_system>(report_->abort_requested).store(0, cuda::std::memory_order_relaxed);
   }
+  template <class Ops>
+  run_ticket enqueue(const Ops& ops, cudaStream_t stream);  // run_async without the call guard
   detail::scheduler_ref make_ref(int grid, int batch_max) const;  // batch_max: tasks a block fetches at most
   void reset_state();  // queues, counters, pending and the report: at construction
   void init_device(const scheduler_options& options);  // the device's properties, checks
@@ -267,6 +295,7 @@ class gpu_scheduler {
   std::uint64_t enqueued_ = 0;        // runs enqueued so far: a ticket's sequence number
   mutable std::vector<std::pair<const void*, int>> occupancy_cache_;
   detail::graph_launcher launcher_;
+  std::unique_ptr<detail::gpu_call_guard> guard_ = std::make_unique<detail::gpu_call_guard>();
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -473,6 +502,13 @@ int gpu_scheduler::max_blocks(canopy::mode m) const {
 
 template <class Ops>
 run_ticket gpu_scheduler::run_async(const Ops& ops, cudaStream_t stream) {
+  if (!guard_) throw error(status::invalid_argument, "gpu backend: run on a moved-from scheduler");
+  const detail::gpu_call_guard::hold hold(*guard_, "run_async()");
+  return enqueue(ops, stream);
+}
+
+template <class Ops>
+run_ticket gpu_scheduler::enqueue(const Ops& ops, cudaStream_t stream) {
   static_assert(std::is_trivially_copyable_v<Ops>, "Ops is passed to the kernel by value: it must be trivially copyable");
   if (report_.host() == nullptr) throw error(status::invalid_argument, "gpu backend: run on a moved-from scheduler");
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -526,8 +562,11 @@ run_ticket gpu_scheduler::run_async(const Ops& ops, cudaStream_t stream) {
 template <class Ops>
 run_result gpu_scheduler::run(const Ops& ops, cudaStream_t stream) {
   run_result result;
+  std::optional<detail::gpu_call_guard::hold> hold;  // held until the run's result is read
   try {
-    run_async(ops, stream);
+    if (!guard_) throw error(status::invalid_argument, "gpu backend: run on a moved-from scheduler");
+    hold.emplace(*guard_, "run()");
+    enqueue(ops, stream);
   } catch (const error& e) {
     result.code = e.code();
     result.message = e.what();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Lane groups: G consecutive lanes of one warp that run one task together.
 //
 // An Ops type may ask the GPU scheduler to run each task on a group of lanes instead of one thread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The scheduler modes, as one table: the seed's optimisation ladder (each step adds one technique
 // to the one before) and the steps past it. A mode is a name and an explicit set of traits; the
 // kernel and the CPU workers compile in what the traits select, so a mode need not be the next

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Asking for bytes ahead of their use: the device side of the optional `prefetch` hook of an Ops
 // (canopy/lane_group.cuh).
 //

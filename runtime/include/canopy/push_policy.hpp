@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The load-balancing push policies: how a block picks the shared queue that receives a task it
 // made ready (modes with mode_traits::balanced_push). One table, as for the modes.
 //

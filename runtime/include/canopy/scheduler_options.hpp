@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Options shared by both backends.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Run results and typed errors. A scheduler run never drops work silently and never hangs: it
 // ends with one of these statuses, and a failed status names the task it concerns.
 #pragma once

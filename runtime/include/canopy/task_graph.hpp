@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The dependency graph a scheduler runs: a tree (each task has at most one successor, its parent)
 // or a general DAG (successors in CSR form). Host owner `task_graph` validates its input once;
 // `task_graph_ref` is the trivially copyable view the workers read.

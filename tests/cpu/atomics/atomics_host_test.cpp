@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host fallbacks of the atomics toolkit (g++), hammered from several std::threads; closed-form
 // oracles: every slot handed out exactly once, sums equal to n(n+1)/2, maxima known in advance.
 // Also the CI target for ThreadSanitizer (CANOPY_SANITIZE=thread).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The benchmark harness's host-side pieces: stats, size lists, and the result writers (the JSON
 // read back and checked field by field, since plot scripts depend on it).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `canopy bench atomics` as a user runs it, without a device (label cpu): its help, the one line
 // and exit 0 when no CUDA device is usable (CUDA_VISIBLE_DEVICES=-1 hides any there is, so this
 // runs the same on the GPU machine), bad options; and tools/plot/plot_atomics.py on a trimmed H100

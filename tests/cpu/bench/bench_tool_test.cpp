@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `canopy bench` as a user runs it: a spawned process on the cpu backend, its exit code, stdout,
 // stderr and the files it writes. Timings are never asserted.
 #include <filesystem>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The benchmark engine without a GPU: the --depths and --modes parsers, the byte count, the
 // writers, and the engine's paths (validated and timed, wrong result, over budget, timeout) through
 // a scripted platform and through the real host platform. No assertion depends on a measured time.

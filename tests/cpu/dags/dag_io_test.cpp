@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The DOT reader: round trips through boost::write_graphviz, id order, weights, and every
 // rejection (one typed error, one line, naming what is wrong).
 #include <gtest/gtest.h>

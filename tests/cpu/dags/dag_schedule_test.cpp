@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // General DAGs (several dependencies and several dependents per task) on the CPU backend, every
 // mode, against the serial topological execution. Oracle: trees::reference_dag_accumulate, which
 // shares nothing with the scheduler but the formula (dag_accumulate.hpp).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DPREFIX=<installed canopy> -DKIND=cxx|cuda -DSOURCE=<consumer> -DBINARY=<dir> -DGENERATOR=<g>
 #       -DCXX=<c++ compiler> -DNVCC=<nvcc> -P consume.cmake
 # Configures, builds and runs the consumer project out of tree against the installed package.
@@ -21,14 +22,20 @@ run("build ${BINARY}" ${CMAKE_COMMAND} --build ${BINARY} --parallel 1)
 run("custom_tasks" ${BINARY}/custom_tasks)
 message(STATUS "custom_tasks: ${output}")
 
-# canopy::trees and canopy::passes come with the package; canopy::dags when Boost.Graph is there
-# (configure only: no build).
+# canopy::trees, canopy::passes and canopy::dags come with the package and need no Boost: with
+# Boost made unfindable they are there and canopy::dags_boost is not. Asked for, canopy::dags_boost
+# is there too (configure only: no build).
 file(WRITE ${BINARY}/trees_consumer/CMakeLists.txt
      "cmake_minimum_required(VERSION 3.25)\nproject(trees_consumer LANGUAGES CXX)\n"
-     "find_package(canopy 0.1 REQUIRED COMPONENTS runtime trees passes dags)\n"
-     "foreach(t trees passes dags)\n  if(NOT TARGET canopy::\${t})\n    message(FATAL_ERROR \"no canopy::\${t}\")\n  endif()\nendforeach()\n")
-run("find_package(canopy COMPONENTS trees passes dags)" ${CMAKE_COMMAND} -S ${BINARY}/trees_consumer -B ${BINARY}/trees_consumer/build
-    -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_CXX_COMPILER=${CXX})
+     "find_package(canopy 0.12 REQUIRED COMPONENTS runtime trees passes dags \${EXTRA})\n"
+     "foreach(t trees passes dags \${EXTRA})\n  if(NOT TARGET canopy::\${t})\n    message(FATAL_ERROR \"no canopy::\${t}\")\n  endif()\nendforeach()\n"
+     "if(NOT EXTRA AND TARGET canopy::dags_boost)\n  message(FATAL_ERROR \"canopy::dags_boost without asking\")\nendif()\n")
+run("find_package(canopy COMPONENTS trees passes dags) without Boost" ${CMAKE_COMMAND} -S ${BINARY}/trees_consumer
+    -B ${BINARY}/trees_consumer/build_no_boost -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_CXX_COMPILER=${CXX}
+    -DCMAKE_DISABLE_FIND_PACKAGE_Boost=ON)
+run("find_package(canopy COMPONENTS trees passes dags dags_boost)" ${CMAKE_COMMAND} -S ${BINARY}/trees_consumer
+    -B ${BINARY}/trees_consumer/build -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_CXX_COMPILER=${CXX}
+    -DEXTRA=dags_boost)
 
 if(KIND STREQUAL "cuda")
   execute_process(COMMAND ${BINARY}/custom_tasks_gpu RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DBUILD=<canopy build dir> -DPREFIX=<fresh prefix> -P install.cmake
 # Installs the development component (libraries, headers, package config) and checks the layout.
 file(REMOVE_RECURSE ${PREFIX})
@@ -12,6 +13,8 @@ foreach(f IN ITEMS ${CMAKE_INSTALL_INCLUDEDIR}/canopy/cpu_scheduler.hpp ${CMAKE_
                ${CMAKE_INSTALL_INCLUDEDIR}/canopy/trees/octree.hpp ${CMAKE_INSTALL_INCLUDEDIR}/canopy/passes/upward_runner.hpp
                ${CMAKE_INSTALL_LIBDIR}/libcanopy_runtime.a ${CMAKE_INSTALL_LIBDIR}/libcanopy_trees.a
                ${CMAKE_INSTALL_LIBDIR}/libcanopy_passes.a ${CMAKE_INSTALL_LIBDIR}/libcanopy_dags.a
+               ${CMAKE_INSTALL_LIBDIR}/libcanopy_dags_boost.a ${CMAKE_INSTALL_INCLUDEDIR}/canopy/version.hpp
+               ${CMAKE_INSTALL_LIBDIR}/pkgconfig/canopy.pc
                ${CMAKE_INSTALL_LIBDIR}/cmake/canopy/canopyConfig.cmake ${CMAKE_INSTALL_LIBDIR}/cmake/canopy/canopyConfigVersion.cmake)
   if(NOT EXISTS ${PREFIX}/${f})
     message(FATAL_ERROR "not installed: ${PREFIX}/${f}")

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU backend: the scheduler contract (tests/common/scheduler_contract.inc) on std::thread
 // workers, plus what only the CPU backend has. Built under ThreadSanitizer too: the oracle op reads
 // its predecessors' values with plain loads, so a missing release/acquire is a reported race.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-element steps of canopy::device_task_graph (canopy/detail/graph_build_steps.hpp), driven
 // by host loops in the order the kernels run them, so that the build's logic and its messages are
 // tested in CI without a GPU: the graphs must equal task_graph::from_parents element for element,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The mode and push-policy tables: names round-trip, with_mode reaches every row with its own
 // compile-time mode, values outside the tables are refused, and the trait checker rejects the
 // combinations the loops cannot honour.

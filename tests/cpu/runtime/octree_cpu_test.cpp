@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Whole upward passes on the CPU backend against the double reference: complete, uniform, Plummer
 // and clustered trees over sizes 0, 1, odd and large, several seeds, every mode; with one task per
 // node and with twig tasks (trees/twig_pass.hpp).

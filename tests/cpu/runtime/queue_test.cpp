@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Closed-form oracles for the queues: every pushed id is popped exactly once, whatever the
 // interleaving, thread count and capacity (capacities around the 32-lane and power-of-two edges).
 #include <gtest/gtest.h>

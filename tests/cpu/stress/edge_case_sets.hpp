@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The point sets at the edges of what the octree path accepts, shared by the CPU edge-case test
 // and its GPU twin (tests/gpu/stress/edge_cases_gpu_test.cu).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Edge cases of the octree path, each through build_octree, check_invariants, the reference
 // (against brute-force moments) and the CPU scheduler (modes mutex, lockfree, continuation)
 // against the reference; and the inputs that must be refused with a typed error (NaN and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # cmake -DBINARY=<path> -P check_portable.cmake
 # Fails when BINARY needs a shared library that a bare machine with only glibc and the NVIDIA
 # driver would not have (libstdc++, libfmt, Boost, ...).

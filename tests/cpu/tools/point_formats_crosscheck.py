@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Cross-check of canopy's readers against independent ones: numpy for .npy, plyfile for PLY,
 pynbody for Tipsy and Gadget. Files are written here (by numpy and plyfile themselves, Tipsy and
 Gadget by hand with struct), read by the independent library and by `canopy convert FILE out.csv`,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `canopy run-dag` as a user runs it: a spawned process, its exit code, stdout and stderr.
 #include <filesystem>
 #include <fstream>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bucket decomposition (canopy/passes/bucket_pass.hpp): every node computed exactly once, each
 // bucket a run of whole small sibling subtrees within its point budget, its internal nodes in waves
 // whose children come earlier, the graph's shape and source order, and the serial operation (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <canopy/trees/morton.hpp>
 
 #include <gtest/gtest.h>

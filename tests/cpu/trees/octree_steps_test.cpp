@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // octree_steps.hpp, the portable core of the GPU builder, driven over host arrays the way the
 // builder's kernels drive it (tests/cpu: runs without a GPU):
 //  * the step functions against the host builder's original formulas (std::ldexp, std::max,

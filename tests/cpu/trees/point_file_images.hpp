@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hand-made images of other programs' point files (Tipsy, Gadget, PLY, .npy), built byte by byte
 // from the format descriptions, for the reader tests. Every field is written explicitly so that a
 // test can break exactly one of them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The readers of other programs' point files (point_formats.hpp) and content detection
 // (detect_point_format, read_points with read_options), over files made byte by byte here.
 #include <canopy/trees/point_formats.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <canopy/trees/generators.hpp>
 #include <canopy/trees/point_io.hpp>
 

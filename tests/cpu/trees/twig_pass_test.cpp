@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The twig decomposition (canopy/passes/twig_pass.hpp): which nodes become tasks, the graph's
 // shape, the source order, and the serial twig operation against the double reference.
 #include <canopy/trees/generators.hpp>

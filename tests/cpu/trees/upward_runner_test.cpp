@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // upward_runner (canopy/passes/upward_runner.hpp) on the cpu backend: each task kind against the
 // double reference over complete and adaptive trees, mode changes between runs, poison and the
 // payload accessors, the names of the kinds and backends, and the gpu backend's errors without a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device paths of the atomics toolkit against closed-form oracles: every slot handed out exactly
 // once, ranges tiling [0, n(n+1)/2), known maxima, per-bin sums; plus the aggregation claims
 // (no more atomics than one per warp or per block). Label `gpu`; skips without a device.

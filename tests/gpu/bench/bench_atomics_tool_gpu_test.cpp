@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `canopy bench atomics --sizes 1M --reps 3` on the GPU (label gpu; skipped without a device): exit 0,
 // every result row of the table and of the JSON says ok, and the CSV has a row for each.
 #include <algorithm>

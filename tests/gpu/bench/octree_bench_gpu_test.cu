@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The benchmark engine on the GPU: depths 1-3, every mode and baseline validated and timed; an
 // injected wrong result fails; the byte count matches the baselines'. Skipped without a device;
 // no assertion depends on a measured time.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // General DAGs on the GPU backend, every mode, against the serial topological execution: the
 // same random DAGs (wide, deep, random; sizes 0, 1, odd, large; three seeds) as the CPU suite.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // gpu_scheduler over task graphs built on the device (device_task_graph): a run is exact, the
 // scheduler switches to other trees with set_graph (smaller, larger: the buffers grow) in stream
 // order with no host copy of the tree, a timeout names a stuck task from a graph the host never

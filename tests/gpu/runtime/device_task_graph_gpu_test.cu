@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // canopy::device_task_graph: graphs built by kernels from device arrays must equal, element for
 // element, what task_graph::from_parents builds on the host from the same forest; bad input must be
 // refused with one line naming the smallest bad task.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The octree's node task graph built on the device from the device octree (first_child +
 // child_count, or parent, with the Morton-ordered leaves as sources) equals the host's
 // make_upward_graph, element for element, for adaptive and complete octrees.

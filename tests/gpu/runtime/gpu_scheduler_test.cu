@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU backend: the scheduler contract (tests/common/scheduler_contract.inc) in the persistent
 // kernel, plus what only the GPU backend has: lane groups, prefetch hooks, the batch size, cached
 // graph launches, the idle-sleep cap and the GPU-only options.
@@ -5,6 +6,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "canopy/gpu_scheduler.cuh"
@@ -339,6 +341,65 @@ TEST_F(GpuTest, SameSchedulerRunsExactlyAfterAnOverflow) {
     ASSERT_TRUE(again.ok()) << again.message;
     EXPECT_EQ(canopy::test::exact_run_errors(w.read(), expect), "") << "after overflow in " << canopy::to_string(m);
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Task 0 says it has started (mapped host memory) and waits until the host opens the gate.
+struct gated_ops {
+  volatile int* started;
+  volatile int* gate;
+  __device__ void operator()(task_id t) const {
+    if (t != 0) return;
+    *started = 1;
+    __threadfence_system();
+    while (*gate == 0) __nanosleep(1000);
+  }
+};
+
+// One scheduler, two host threads: while one thread is inside run() (its run provably in flight:
+// task 0 holds it until the host opens the gate), the other's run() returns invalid_argument and
+// its run_async() throws it, enqueueing nothing; once the first run is over the scheduler runs
+// again. Without the guard the second call would enqueue a run over the same queues and counters.
+TEST_F(GpuTest, SecondThreadIsRefusedWhileARunIsInFlight) {
+  const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(200, 3));
+  canopy::scheduler_options opt;
+  opt.mode = mode::continuation;
+  opt.deadline = std::chrono::seconds(20);
+  canopy::gpu_scheduler s(g, opt);
+  int* host = nullptr;
+  ASSERT_EQ(cudaHostAlloc(&host, 2 * sizeof(int), cudaHostAllocMapped), cudaSuccess);
+  host[0] = host[1] = 0;
+  int* dev = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(&dev, host, 0), cudaSuccess);
+  const gated_ops ops{dev, dev + 1};
+  canopy::run_result first;
+  std::thread a([&] { first = s.run(ops); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (reinterpret_cast<volatile int*>(host)[0] == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  const bool started = reinterpret_cast<volatile int*>(host)[0] != 0;
+  canopy::run_result second;
+  bool async_refused = false;
+  if (started) {
+    second = s.run(ops);
+    try {
+      (void)s.run_async(ops);
+    } catch (const canopy::error& e) {
+      async_refused = e.code() == canopy::status::invalid_argument;
+    }
+  }
+  reinterpret_cast<volatile int*>(host)[1] = 1;  // open the gate
+  a.join();
+  ASSERT_TRUE(started) << "the first run never reached task 0";
+  EXPECT_TRUE(first.ok()) << first.message;
+  EXPECT_EQ(second.code, canopy::status::invalid_argument) << second.message;
+  EXPECT_NE(second.message.find("another thread"), std::string::npos) << second.message;
+  EXPECT_TRUE(async_refused);
+  const auto again = s.run(ops);  // the gate is open: an ordinary run
+  EXPECT_TRUE(again.ok()) << again.message;
+  cudaFreeHost(host);
 }
 
 }  // namespace

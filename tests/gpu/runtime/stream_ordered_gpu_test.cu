@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Stream-ordered runs (gpu_scheduler::run_async): no host wait inside, captured into a caller's CUDA
 // graph between a producer and a consumer kernel and replayed with changing inputs (failed
 // replays included: the next replay must be exact again, with nothing written by the host), two

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The octree edge cases of tests/cpu/stress/edge_cases_test.cpp through the GPU backend: empty,
 // one point, identical points, 1-ULP neighbours, denormals, near +-3e38, the depth limit; each
 // built, run in modes mutex, lockfree and continuation with lane groups of 1, 2 and 8 lanes per

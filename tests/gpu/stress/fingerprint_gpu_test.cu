@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The same runs in a release build and in a device-debug (-G) build of this file (two test
 // binaries: gpu_stress_fingerprint_test and gpu_stress_fingerprint_debug_test): every mode, block
 // sizes 64..1024, over a fixed set of graphs. Within a binary every run must be exact (each task

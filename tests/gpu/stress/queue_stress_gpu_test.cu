@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Exactly-once stress of every queue kind on the device, at 10^8 operations and more:
 //   * the lock-free global ring (ring_ref<thread_scope_device>), every thread pushing its own ids
 //     and popping whatever comes, in batches of up to 8;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU scheduler at the edges of the device:
 //   * a grid one block over the co-resident maximum is refused with status invalid_argument
 //     before launch (no task runs), for every mode and block sizes 64..1024, and the maximum

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Soak: 1,000 random accumulations on the GPU. Each draws a distribution (uniform, Plummer,
 // clusters), a seed, a mode (every mode from fixed-queue on; `mutex` allocates per push and is
 // 100x slower, so it is left to the other suites) and a push policy; builds the octree of 10,000

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the GPU stress tests: a device clock, a kernel-side deadline, and the
 // value-mixing operation of tests/cpu/stress/stress_graphs.hpp on the device.
 #pragma once

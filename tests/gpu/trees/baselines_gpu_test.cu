@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The upward-pass baselines (bench/baselines) against the CPU reference: every baseline, every
 // lane-group size, complete octrees of depth 0..5 and adaptive trees (uniform, Plummer, clusters,
 // coincident points, massless points) of 0, 1, 1001, 100k and 1M points. Payloads are poisoned

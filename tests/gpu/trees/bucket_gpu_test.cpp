@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Bucket tasks (canopy/passes/bucket_pass.hpp) on the GPU: the warp's segmented reduction by leaf
 // and its waves against the double reference, over leaf sizes from 1 to far past a bucket (big
 // leaves), buckets from 1 point to the whole tree, every mode (the warp-master modes run a bucket

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // device_octree_builder (canopy/passes/device_octree_builder.cuh) against build_octree, node for
 // node and bit for bit: structure, point ranges, levels, cell bounds, leaves, level_offset, the
 // reordered points and the permutation, over sizes 0 to 16M, uniform/Plummer/clustered input,

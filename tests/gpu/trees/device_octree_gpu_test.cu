@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // device_octree / device_payloads / octree_ref: the device copies equal the host arrays, the ref
 // works by value in a user's own kernel, ownership moves, bad input and CUDA failures throw typed
 // errors. Label `gpu`; the tests that need a device skip themselves without one.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The octree's task graphs built on the device (canopy/passes/device_pass_graphs.cuh) must equal,
 // element for element, make_upward_graph and make_twig_graph of the same tree: parents,
 // dependency counts, sources in order, twig tasks, twig count. Trees uploaded from the host and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The upward pass without the host in the loop: points in device memory, the octree built on the
 // device (device_octree_builder), the task graph built on the device from it, the pass enqueued
 // with run_async on one stream, payloads left in device memory. Checked against the double

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Twig tasks (canopy/passes/twig_pass.hpp) on the GPU backend against the double reference: every
 // mode, lane counts 1, 2 and 4 per leaf, complete trees and adaptive ones (which mix twigs, plain
 // internal nodes and leaves that are tasks of their own), grids of one block and of every

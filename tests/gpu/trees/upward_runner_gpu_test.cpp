@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // upward_runner (canopy/passes/upward_runner.hpp) on the gpu backend: each task kind and mode
 // against the double reference on its own upload, then node and twig runners sharing one device
 // tree and payloads (as the benchmark does) on a stream of their own, poison, and the device view.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Sequential reading of a points file, from memory or from disk, for the readers of other
 // programs' formats (Tipsy, Gadget, PLY, NumPy). Internal to canopy::trees.
 //

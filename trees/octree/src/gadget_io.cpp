@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Gadget-1/2 snapshot reader, SnapFormat 1 and 2 (format described in point_formats.hpp).
 #include <canopy/trees/errors.hpp>
 #include <canopy/trees/point_formats.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the lattice points shared by generate_lattice and build_complete_octree.
 #pragma once
 

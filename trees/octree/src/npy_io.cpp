@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // NumPy .npy reader: (N, 3) or (N, 4) float32/float64 arrays (format described in
 // point_formats.hpp).
 #include <canopy/trees/errors.hpp>

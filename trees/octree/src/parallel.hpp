@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: a minimal fork-join over host_threads() std::threads. Work is cut by the caller into
 // a fixed number of parts, so the partition (and therefore every result) is independent of how
 // many threads run them; threads only pick up parts dynamically.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PLY point-cloud reader: ascii and binary, the vertex element's x, y, z and mass (format described
 // in point_formats.hpp).
 #include <canopy/trees/errors.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The checks every point reader applies (finite coordinates, finite non-negative masses) and
 // opening a file for reading with a typed error. Internal to canopy::trees; shared by point_io.cpp
 // and the readers of other formats so that all of them reject the same points with the same words.

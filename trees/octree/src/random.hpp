@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: portable random numbers. std::mt19937_64's output sequence is fixed by the standard,
 // but std::uniform_real_distribution and std::normal_distribution are not, so the transforms are
 // written out here: the same seed gives the same points with any standard library.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tipsy snapshot reader (format described in point_formats.hpp).
 #include <canopy/trees/errors.hpp>
 #include <canopy/trees/point_formats.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The bucket decomposition of an octree (canopy/passes/bucket_pass.hpp).
 #include "canopy/passes/bucket_pass.hpp"
 

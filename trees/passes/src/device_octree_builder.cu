@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // device_octree_builder: build_octree's tree, built on the GPU. The per-point and per-node logic
 // is octree_steps.hpp's (shared with build_octree and driven over host arrays by the CPU test
 // tests/cpu/trees/octree_steps_test.cpp); this file adds the CUDA plumbing: CUB for the reduce,

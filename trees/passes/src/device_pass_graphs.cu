@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The octree's task graphs built on the device (canopy/passes/device_pass_graphs.cuh). The twig
 // decomposition follows make_twig_graph (twig_pass.cpp) step for step, one kernel per loop there:
 // mark the twigs and count each node's tasks (an internal node one, two with a leaf group; a

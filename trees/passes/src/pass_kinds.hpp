@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The table of task kinds behind upward_runner: per kind, how its task graph is made, which task
 // data it uploads, how run-time lanes pick its ops type, and how its ops are made over the tree's
 // arrays (host memory for the CPU engine, device memory for the GPU one). Both engines

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The interface between upward_runner and its two engines (upward_runner.cpp: CPU, and the
 // stub without CUDA; upward_runner_gpu.cu: GPU).
 #pragma once

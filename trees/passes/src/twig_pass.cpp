@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The twig decomposition of an octree (canopy/passes/twig_pass.hpp).
 #include "canopy/passes/twig_pass.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // upward_runner: the CPU engine and the forwarding; the GPU engine is upward_runner_gpu.cu.
 #include "canopy/passes/upward_runner.hpp"
 

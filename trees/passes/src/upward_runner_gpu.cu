@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // upward_runner's GPU engine: the tree and payloads on the device (its own or the caller's), the
 // kind's task data uploaded, one gpu_scheduler over the kind's graph. Built only with CANOPY_GPU.
 #include <memory>

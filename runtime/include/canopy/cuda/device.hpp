@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Is there a GPU: the one device-presence query of every Canopy component (host code, g++ or nvcc).
 #pragma once
 

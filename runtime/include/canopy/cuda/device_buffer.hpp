@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An owning array in device memory: the one device buffer of every Canopy component (host code,
 // g++ or nvcc). Move-only; a moved-from buffer is empty. Contents are uninitialised unless made
 // from host data, uploaded or filled.

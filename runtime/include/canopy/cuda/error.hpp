@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CUDA runtime errors as C++ exceptions: the one error type and check macro of every Canopy
 // component (host code, g++ or nvcc).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A CUDA event, owned: the stream-time clock of the benchmark, the tool and the examples (host
 // code, g++ or nvcc). Move-only.
 //

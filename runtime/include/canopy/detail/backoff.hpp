@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Polite spinning: exponential __nanosleep on the device, yield on the host (the CPU backend may
 // run more workers than cores, and a spinning worker must let the one it waits for run).
 #pragma once

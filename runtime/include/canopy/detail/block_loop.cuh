@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The block loop of modes with mode_traits::block_fetch (all-threads and later): the block master
 // fetches a batch for the whole block, every lane group runs its share of it, and the master
 // pushes what the block made ready.

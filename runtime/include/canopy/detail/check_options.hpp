@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Checking and resolving scheduler_options, once for both backends.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Lock-free tree nodes: resolving a finished task's successors through atomic counters.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tables of named enumerators (the modes, the push policies): one row per enumerator, in
 // enumerator order, each with a `name`. The helpers read a table's key column.
 #pragma once

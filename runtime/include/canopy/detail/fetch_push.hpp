@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The pop order and the push order, once for every ring-based mode and both backends (portable:
 // g++ and nvcc). Pop: private, own shared, sources, global. Push: private, a shared queue (own, or
 // picked by the push policy), global.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The per-element steps of building a tree's task graph on the device (canopy/device_task_graph.cuh),
 // as plain CANOPY_HD functions: the kernels there call them one element per thread, and a host loop
 // can call them one element per iteration (tests/cpu/runtime/graph_build_steps_test.cpp does), so

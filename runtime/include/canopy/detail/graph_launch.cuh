@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Launching the persistent kernel through cached one-node CUDA graphs.
 //
 // Why: a cooperative kernel launched as an instantiated graph returns from the stream

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What every part of the persistent kernel shares: the scope of its atomics, the device clock, and
 // the block's dynamic shared memory.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The global queues of the locked modes: the fixed ring guarded by one mutex (modes fixed-queue ..
 // shared-queues) and the `mutex` mode's linked list, a node allocated per push as in the seed.
 // Portable: compiles with g++ and nvcc.

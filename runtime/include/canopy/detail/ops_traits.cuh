@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the scheduler reads off a user's Ops type: lanes per task, tasks per lane group and batch,
 // the prefetch hook; and how it calls a task.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The persistent kernel: one cooperative launch of co-resident blocks that loop until every sink
 // has finished (or the run fails), between begin_run and end_of_run (run_lifecycle.cuh). One
 // instantiation per (Ops, mode); the mode's traits select the loop (block_loop.cuh or

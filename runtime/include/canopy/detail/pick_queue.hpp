@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The load-balancing push function: which block's shared queue receives a task that a block made
 // ready. A policy is a pure function of (policy, this worker, a per-worker counter, attempt), plus
 // racy occupancy samples for least_loaded; a failed push (queue full) retries with attempt + 1.

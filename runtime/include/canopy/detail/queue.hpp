@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fixed-capacity task queues. Never allocate while running; a full queue is a value the caller
 // sees (try_push returns how many it took), never a silent drop.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How a GPU run starts and ends without the host: the run's last block to leave resets the counters
 // for the next run; a failed run leaves them, and the queues it filled, for the next run to reset
 // when it starts (after the host has had the chance to read them: the timeout diagnosis reads the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // State shared by every worker of one scheduler (a block on the GPU, a thread on the CPU): the run's
 // counters, the report to the host, the view of queues and graph every worker gets (scheduler_ref),
 // termination (fail, stop, sinks), and claiming sources. Portable: compiles with g++ and nvcc.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A spin mutex over memory the caller owns (device memory, shared memory or host). Used only by the
 // modes that reproduce the seed's locked designs. On the GPU, one lane per warp takes it (the
 // seed's warp master), so lanes of one warp never spin against each other.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The warp-master loop of the seed's first design (modes without mode_traits::block_fetch: mutex,
 // fixed-queue, private-queues): only warp masters work, each on one task: fetch, block sync,
 // execute, block sync, push.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The atomics toolkit: the seeds' techniques for cutting atomic traffic, as reusable functions
 // that run warp- and block-aggregated on the GPU and as plain atomics in host code.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Block-level aggregation through shared memory (seed 000, and seed 003's filter_shared_k): the
 // threads of a block combine their contributions with shared-memory atomics, then one thread
 // issues a single global atomic for the whole block and every thread derives its own offset.

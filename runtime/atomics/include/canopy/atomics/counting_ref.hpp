@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // counting_ref: wraps an atomic ref and tallies every read-modify-write that goes through it.
 // Instrumentation for validation runs (the atomics lab's "atomics issued" count, tests that check
 // "one atomic per warp"); it adds one relaxed atomic per counted operation, so never time it.

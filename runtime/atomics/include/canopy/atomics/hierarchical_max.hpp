@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Hierarchical maximum (seed 002, the "smarter" approach): a block first combines its values in
 // shared memory (warp reduction, then one shared-memory atomic max per warp), then one thread
 // issues a single global atomic max for the whole block. Global atomics drop from one per thread

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Warp-aggregated atomic reduction by key (seed 004, "Voting and Shuffling to Optimize Atomic
 // Operations"): the active lanes of a warp that target the same key find each other with
 // __match_any_sync (cooperative_groups::labeled_partition), sum their values with a warp

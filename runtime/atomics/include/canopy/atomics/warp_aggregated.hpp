@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Warp-aggregated atomics (seed 003/004, "CUDA Pro Tip: Optimized Filtering with Warp-Aggregated
 // Atomics"): the active lanes of a warp combine their increments, one lane issues a single
 // atomic for the whole warp and broadcasts the result, each lane derives its own slot from it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dependencies as a Boost.Graph graph (an octree's, or a general DAG's), for
 // validation and Graphviz export. Named boost_task_graph to tell it from canopy::task_graph, the
 // scheduler's own graph (canopy/task_graph.hpp), which the DAG readers of dag_io.hpp return.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A checkable computation over a general DAG, run by `canopy run-dag` and the DAG tests:
 //
 //   value[t] = weight[t] + 1 + sum of value[p] over t's predecessors p     (mod 2^64)

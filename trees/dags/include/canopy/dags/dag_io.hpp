@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // General dependency DAGs from Boost.Graph graphs and Graphviz DOT files, as canopy::task_graph.
 // Host only: include from .cpp files, never from .cu (Boost costs seconds per nvcc unit).
 //

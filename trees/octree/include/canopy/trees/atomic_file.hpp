@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Write a file under a temporary name in the same folder, then rename it into place.
 // rename() within one file system is atomic, so readers see either the old file or the complete
 // new one, and a failure (full disk, exception while formatting) leaves no half-written file.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An axis-aligned box in double precision: the cubic cell of an octree node.
 #pragma once
 

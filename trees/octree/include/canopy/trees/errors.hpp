@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Typed errors of the trees library. Every message names where the bad input came from and what
 // is wrong with it, so that the tool can print what() as its one line and exit non-zero.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Seeded point generators. The same (arguments, seed) give the same points on every machine and
 // for every host_threads() setting: points are produced in fixed chunks of 65,536, each from its
 // own std::mt19937_64 seeded from (seed, chunk index), with hand-written uniform and normal

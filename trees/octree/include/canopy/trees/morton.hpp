@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 63-bit Morton (Z-order) codes: 21 bits per axis, interleaved as ... x1 y1 z1 x0 y0 z0, so the
 // three bits at level L (1 = the root's children) are (code >> 3*(21-L)) & 7 = x<<2 | y<<1 | z,
 // the octant of the child: bit 2 set = upper half in x, bit 1 = upper in y, bit 0 = upper in z.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Node payload of the octree upward pass and its two operations, P2M (points -> moments) and M2M
 // (merge two children's moments). Portable: plain arithmetic only, no std:: calls, so the same
 // code runs in kernels (T = float), in the CPU backend and in the double reference.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Octrees in the scheduler's layout: structure of arrays, level-ordered (all nodes of level 0,
 // then level 1, ...), each level in Morton order, the children of a node contiguous. Complete and
 // adaptive trees share the layout, so the upward pass needs no case for either.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The steps of the adaptive octree build as portable functions (CANOPY_HD; g++, and nvcc host and
 // device code): which points are rejected, their bounding box, the root cube, a cell's bounds
 // (build_octree in octree.cpp and the GPU builder both call these, so the two agree bit for bit),

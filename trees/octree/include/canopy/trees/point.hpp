@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A point of the octree workload: position and mass, 16 bytes, so that a GPU thread loads one
 // point with a single 16-byte (float4-sized) coalesced load.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Readers of other programs' point formats: Tipsy and Gadget simulation snapshots, PLY point
 // clouds and NumPy .npy arrays. read_points (point_io.hpp) detects these from the content; call
 // these directly to insist on one format. Each gives canopy::trees::point (x, y, z, m) and applies

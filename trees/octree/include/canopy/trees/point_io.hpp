@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Point files: Canopy's own formats (read and written) and the formats of other programs (read
 // only; their readers are declared in point_formats.hpp, which documents exactly what each accepts).
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The CPU reference of the upward pass, and the comparison every benchmarked result must pass
 // before its time counts.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // How many std::threads the host-side builders and generators of the trees library use.
 // Results never depend on it: work is cut into fixed chunks, each seeded or sorted on its own,
 // so one thread and sixteen produce the same bytes (tests check this).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The octree upward pass with bucket tasks: the bottom of the tree in tasks sized by points.
 //
 // A *bucket* is a run of consecutive small sibling subtrees (each holding at most `bucket_points`

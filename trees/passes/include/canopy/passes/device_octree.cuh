@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // An octree and its node payloads in GPU memory, in the cuCollections shape: a move-only RAII host
 // owner (device_octree, device_payloads<T>) and a trivially copyable view (octree_ref) passed by
 // value into kernels, the user's own kernels included.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The adaptive octree built on the GPU from points already in device memory: node for node,
 // bit for bit the tree build_octree builds on the host (same root cube, Morton codes, stable
 // order, splits, cell bounds, leaves; the same input_error for a rejected point), left on the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The octree's two scheduler task graphs built on the device from a device tree, with no host copy
 // of the tree: the node-task graph (make_upward_graph's) and the twig decomposition
 // (make_twig_graph's), element for element the host's (tests/gpu/trees/device_pass_graphs_gpu_test).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Lane-group versions of P2M and M2M for device code: G lanes of one warp compute one node's
 // moments together (canopy/lane_group.cuh). Used by the scheduler's octree client
 // (upward_ops<float>, through its group operator) and by the baselines in bench/baselines.

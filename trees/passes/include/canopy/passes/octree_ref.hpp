@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The device view of an octree (the arrays of canopy/trees/octree.hpp, in device memory), apart
 // from its owner (device_octree.cuh) so that host-only interfaces such as upward_runner.hpp can
 // hand it out without CUDA headers. Portable: g++ and nvcc.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The octree upward pass with twig tasks: a *twig* is an internal node whose children are all
 // leaves; its task computes the leaves' moments from their points (P2M) and merges them into the
 // twig's (M2M) in registers, and writes all of them. An internal node with both leaf and internal

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The octree upward pass as a client of the scheduler: one task per node. A leaf computes its
 // moments from its points (P2M); an internal node merges its children's (M2M). The scheduler only
 // guarantees that a node runs after all of its children, and that their payloads are visible.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The octree upward pass, ready to run: one object for a task kind (node or twig tasks) on a
 // backend (the CPU scheduler or the GPU persistent kernel). The tool, the benchmark and the
 // N-body example all run the pass through it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device-only building blocks shared by the aggregated atomics (nvcc only).
 #pragma once
 

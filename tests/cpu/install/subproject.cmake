@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: Apache-2.0
+# cmake -DSOURCE=<canopy sources> -DBINARY=<dir> -DGENERATOR=<g> -DCXX=<c++ compiler> -P subproject.cmake
+# Canopy as a sub-project (add_subdirectory; FetchContent ends the same way): a C++-only parent
+# that cannot find GoogleTest, Boost, CLI11, spdlog, fmt or nlohmann-json configures, gets the
+# libraries and none of Canopy's tests, tool, benchmark or examples, keeps its own flags, build type
+# and C++ standard, and builds and runs a program linked with canopy::runtime.
+cmake_minimum_required(VERSION 3.25)  # policies of today in script mode
+function(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(output "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+file(REMOVE_RECURSE ${BINARY})
+file(MAKE_DIRECTORY ${BINARY}/parent)
+file(WRITE ${BINARY}/parent/CMakeLists.txt [=[
+cmake_minimum_required(VERSION 3.25)
+project(parent LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 17)  # the parent's own default; Canopy's targets ask for C++20 themselves
+add_subdirectory(${CANOPY_SOURCE} canopy)
+
+foreach(t IN ITEMS canopy::runtime canopy::cuda canopy::atomics canopy::trees canopy::passes canopy::dags)
+  if(NOT TARGET ${t})
+    message(FATAL_ERROR "as a sub-project, Canopy defines no ${t}")
+  endif()
+endforeach()
+# Canopy's tool, a test of each folder, the benchmark, the examples, Boost's library, the docs.
+foreach(t IN ITEMS canopy canopy_tool_test runtime_task_graph_test runtime_cpu_scheduler_test dag_io_test
+                   canopy_atomics_host_test bench_octree_test canopy_bench_octree canopy_bench_common
+                   custom_tasks nbody canopy_dags_boost canopy_docs)
+  if(TARGET ${t})
+    message(FATAL_ERROR "as a sub-project, Canopy defines its target ${t}")
+  endif()
+endforeach()
+get_directory_property(options COMPILE_OPTIONS)
+get_directory_property(definitions COMPILE_DEFINITIONS)
+if(options OR definitions OR NOT CMAKE_CXX_FLAGS STREQUAL "${PARENT_FLAGS}")
+  message(FATAL_ERROR "Canopy changed the parent's flags: options '${options}' definitions '${definitions}' "
+                      "CMAKE_CXX_FLAGS '${CMAKE_CXX_FLAGS}'")
+endif()
+if(NOT CMAKE_CXX_STANDARD EQUAL 17 OR NOT CMAKE_BUILD_TYPE STREQUAL "Debug")
+  message(FATAL_ERROR "Canopy changed the parent's C++ standard or build type")
+endif()
+get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+if(CUDA IN_LIST languages OR CANOPY_GPU)
+  message(FATAL_ERROR "a C++-only parent got CUDA enabled by Canopy")
+endif()
+if(CANOPY_BUILD_TESTS OR CANOPY_BUILD_TOOLS OR CANOPY_BUILD_BENCH OR CANOPY_BUILD_EXAMPLES)
+  message(FATAL_ERROR "as a sub-project, Canopy's tests/tools/bench/examples options default to ON")
+endif()
+
+add_executable(parent_app main.cpp)
+target_link_libraries(parent_app PRIVATE canopy::runtime)
+]=])
+configure_file(${SOURCE}/examples/custom_tasks/custom_tasks.cpp ${BINARY}/parent/main.cpp COPYONLY)
+set(args -S ${BINARY}/parent -B ${BINARY}/build -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=${CXX}
+         -DCANOPY_SOURCE=${SOURCE} "-DCMAKE_CXX_FLAGS=-DPARENT_FLAG=1" "-DPARENT_FLAGS=-DPARENT_FLAG=1")
+foreach(p IN ITEMS GTest Boost CLI11 spdlog fmt nlohmann_json)
+  list(APPEND args -DCMAKE_DISABLE_FIND_PACKAGE_${p}=ON)
+endforeach()
+run("configure a parent project that adds Canopy with add_subdirectory" ${CMAKE_COMMAND} ${args})
+run("build the parent's program" ${CMAKE_COMMAND} --build ${BINARY}/build --target parent_app --parallel 1)
+run("run the parent's program" ${BINARY}/build/parent_app)
+message(STATUS "parent_app (Canopy as a sub-project): ${output}")
