@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Nodes and mass per octree level of a snapshot, as a bar chart.
 
     plot_levels.py SNAPSHOT [--family dark] [--type 1] [--max-leaf 32] [-o levels.png]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Canopy from Python: points in, octree and upward-pass moments out, as NumPy arrays.
 
     import canopy

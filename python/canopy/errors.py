@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The exceptions of the canopy module.
 
 Every error Canopy raises derives from :class:`Error`, and also from the built-in class a caller

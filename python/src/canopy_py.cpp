@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The extension module canopy._canopy. The public API is the package python/canopy/, which wraps
 // these functions (argument checking, NumPy dtypes, logging); this file only assembles the parts,
 // one source file per concept: errors, points and octrees, upward passes, DAGs, device arrays.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the binding's source files share: the bind_* entry points (one file per concept), the
 // options every scheduler backend takes, and NumPy arrays that own C++ vectors without a copy.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // See dag_gpu.hpp. Stream: the legacy default stream, like every synchronous run of the library.
 #include <cuda_runtime.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The GPU run of trees::dag_accumulate_ops over a DAG (dag_gpu.cu, built with CANOPY_GPU only):
 // host-only declarations so that the binding, compiled by the host compiler with nanobind, calls
 // a gpu_scheduler that only nvcc can instantiate.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // General DAGs (canopy::dags): a task graph from an edge list (or a Graphviz DOT file) with a
 // weight per task, run on the CPU scheduler or the GPU computing trees::dag_accumulate_ops, and
 // the serial topological reference the runs are checked against.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Device arrays without copies (CANOPY_GPU builds only): points already on the GPU (CuPy, PyTorch,
 // anything with __dlpack__; __cuda_array_interface__ through its pointer) are built into an
 // octree on the device (device_octree_builder) and run through the gpu upward pass there; the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // C++ exceptions -> the Python classes of canopy/errors.py, with the attributes a caller tests
 // (source and problem of bad input, the node of a broken invariant, the tasks of a bad graph, the
 // status and task of a failed run). Also the option parsing every scheduler binding shares.

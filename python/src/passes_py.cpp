@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The upward pass: the double reference, brute-force moments, the scheduler backends (through
 // trees::upward_runner, as the tool runs them) and the comparison with the reference. Payloads
 // cross as raw records; python/canopy/ views them with a structured dtype built from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Points and octrees: the generators, every point file the library reads (and its two written
 // formats), and the host octree, whose arrays Python sees as read-only NumPy views (no copies)
 // that keep the tree alive.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures. Tests marked ``gpu`` need a usable CUDA device and a module built with CUDA;
 they are skipped otherwise (the CPU suite runs everywhere, tools/test included)."""
 

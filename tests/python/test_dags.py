@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """General DAGs: values checked by hand and against the topological reference in every mode, DOT
 files, and graphs the scheduler must refuse."""
 

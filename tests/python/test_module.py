@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the module says about itself, logging and progress, and the example script."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The host octree from Python: array shapes and dtypes, the layout's invariants checked with
 NumPy (independently of the C++ check), views that keep the tree alive, and errors."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Generators and point files: shapes, dtypes, determinism, every reader through NumPy, and errors
 that name the file and the problem."""
 

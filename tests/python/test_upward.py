@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The upward pass: the reference against moments computed here with NumPy, every scheduler mode
 of the cpu backend against the reference, the comparison catching corrupted payloads, run errors,
 and the gpu backend (marked gpu)."""
