@@ -178,6 +178,18 @@ struct device_run_status {
 static_assert(offsetof(detail::run_report, code) == offsetof(device_run_status, code) &&
               offsetof(detail::run_report, task) == offsetof(device_run_status, task));
 
+/// What a scheduler's queues and run counters hold between runs (gpu_scheduler::queue_state): a
+/// diagnostic. After a successful run every queue is empty and nothing is pending; a failed run
+/// leaves what it had queued, with reset_pending set, and the next run resets it all on the device
+/// before any task starts (run_lifecycle.cuh).
+struct queue_state {
+  std::int64_t global_items = 0;  ///< tasks in the global queue (the lock-free ring, or the locked modes' ring)
+  std::int64_t shared_items = 0;  ///< tasks in every block's shared queue, together
+  bool list_empty = true;         ///< mutex mode: the linked-list queue holds no node
+  bool reset_pending = false;     ///< the last run failed: the next one resets queues and counters first
+  bool empty() const { return global_items == 0 && shared_items == 0 && list_empty; }
+};
+
 class gpu_scheduler {
  public:
   gpu_scheduler(const task_graph& graph, const scheduler_options& options);
@@ -220,6 +232,9 @@ class gpu_scheduler {
   /// the graph that holds it) was enqueued on. For a timeout it names the stuck task, judged
   /// from the dependency counters the run left (they stay until the next run starts).
   run_result last_result() const;
+  /// The queues and run counters as the last completed run left them (synchronises the device:
+  /// call it between runs, never while one is in flight).
+  canopy::queue_state queue_state() const;
   /// The last completed run's status, for kernels enqueued after it (mapped host memory).
   const device_run_status* device_status() const { return reinterpret_cast<const device_run_status*>(report_.device()); }
 
@@ -618,6 +633,26 @@ inline run_result gpu_scheduler::last_result() const {
     r.message = "run aborted by the host";
   }
   return r;
+}
+
+inline queue_state gpu_scheduler::queue_state() const {
+  canopy::queue_state q;
+  if (report_.host() == nullptr) return q;
+  cuda_check(cudaDeviceSynchronize(), "queue_state");
+  detail::run_counters c = detail::run_counters::initial(0);
+  cuda_check(cudaMemcpy(&c, counters_.data(), sizeof c, cudaMemcpyDeviceToHost), "read counters");
+  detail::ring_header g{};
+  cuda_check(cudaMemcpy(&g, global_header_.data(), sizeof g, cudaMemcpyDeviceToHost), "read queues");
+  std::vector<detail::ring_header> shared(static_cast<std::size_t>(max_workers_));
+  cuda_check(cudaMemcpy(shared.data(), shared_headers_.data(), shared.size() * sizeof(detail::ring_header), cudaMemcpyDeviceToHost),
+             "read queues");
+  // A ring's published-and-unclaimed count is `items`; a consumer that has reserved items but not
+  // yet moved head is done with them once the run is over, so tail - head counts what is queued.
+  q.global_items = static_cast<std::int64_t>(g.tail - g.head) + c.locked_count;
+  for (const detail::ring_header& h : shared) q.shared_items += static_cast<std::int64_t>(h.tail - h.head);
+  q.list_empty = c.list_head == nullptr;
+  q.reset_pending = c.dirty != 0;
+  return q;
 }
 
 inline run_result run_ticket::wait() const {

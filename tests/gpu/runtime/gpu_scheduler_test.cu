@@ -403,3 +403,67 @@ TEST_F(GpuTest, SecondThreadIsRefusedWhileARunIsInFlight) {
 }
 
 }  // namespace
+
+namespace {
+
+// issue 18: after an overflow the same scheduler object, in the same mode, runs exactly again, and
+// what the failed run left in its queues is gone after that run. The failing tree (two levels:
+// a batch of sources makes many parents ready at once, queues of one slot) and a chain (one task
+// ready at a time, which one slot holds) are swapped with set_graph, the scheduler kept. Which
+// modes overflow on the tree is the contract's rule (TreeOverflowIsTypedUnlessTheModeNeedsNoQueue):
+// continuation and the mutex mode's list need no queue space; private-queues' warp masters may
+// absorb the parents.
+TEST_F(GpuTest, SameSchedulerAndModeRunExactlyAfterAnOverflowAndItsQueuesEmpty) {
+  // canopy::test::two_level_tree(500), as parents: root 0, 500 parents under it, four leaves each.
+  std::vector<task_id> wide_parent(1 + 500 + 2000, canopy::no_task);
+  for (int i = 1; i <= 500; ++i) wide_parent[static_cast<std::size_t>(i)] = 0;
+  for (int i = 0; i < 2000; ++i) wide_parent[static_cast<std::size_t>(501 + i)] = 1 + i / 4;
+  const canopy::task_graph wide = canopy::task_graph::from_parents(wide_parent);
+  std::vector<task_id> chain_parent(3000);
+  for (int i = 0; i < 3000; ++i) chain_parent[static_cast<std::size_t>(i)] = i + 1 < 3000 ? i + 1 : canopy::no_task;
+  const canopy::task_graph chain = canopy::task_graph::from_parents(chain_parent);
+  canopy::device_buffer<task_id> d_wide(wide_parent), d_chain(chain_parent);
+  const auto expect_wide = canopy::test::serial_sums(wide);
+  const auto expect_chain = canopy::test::serial_sums(chain);
+  for (const mode m : canopy::all_modes) {
+    SCOPED_TRACE(std::string("mode ") + std::string(canopy::to_string(m)));
+    const auto traits = canopy::traits_of(m);
+    const bool needs_no_queue = traits.linked_list_queue || traits.continuation;
+    const bool either = traits.private_queues && !traits.block_fetch;
+    canopy::scheduler_options opt;
+    opt.mode = m;
+    opt.blocks = 2;
+    opt.deadline = std::chrono::seconds(20);
+    opt.private_queue_capacity = opt.shared_queue_capacity = opt.global_queue_capacity = 1;
+    canopy::gpu_scheduler s(canopy::device_task_graph::from_parents(d_wide.data(), wide.task_count()), opt);
+    workspace w_wide(wide), w_chain(chain);
+    for (int round = 0; round < 2; ++round) {
+      SCOPED_TRACE("round " + std::to_string(round));
+      const canopy::run_result r = s.run(w_wide.ops());
+      const canopy::queue_state after = s.queue_state();
+      if (r.ok()) {
+        ASSERT_TRUE(needs_no_queue || either) << "the tree should overflow queues of one slot";
+        EXPECT_EQ(canopy::test::exact_run_errors(w_wide.read(), expect_wide), "");
+        EXPECT_TRUE(after.empty()) << after.global_items << " global, " << after.shared_items << " shared left";
+        EXPECT_FALSE(after.reset_pending);
+      } else {
+        ASSERT_FALSE(needs_no_queue) << r.message;
+        ASSERT_EQ(r.code, canopy::status::queue_overflow) << r.message;
+        EXPECT_TRUE(after.reset_pending) << "a failed run must leave the reset to the next run";
+      }
+      s.set_graph(canopy::device_task_graph::from_parents(d_chain.data(), chain.task_count()));
+      for (int rep = 0; rep < 2; ++rep) {
+        const canopy::run_result c = s.run(w_chain.ops());
+        ASSERT_TRUE(c.ok()) << "the chain after the tree, run " << rep << ": " << c.message;
+        EXPECT_EQ(canopy::test::exact_run_errors(w_chain.read(), expect_chain), "") << "run " << rep;
+        const canopy::queue_state q = s.queue_state();
+        EXPECT_TRUE(q.empty()) << "run " << rep << ": " << q.global_items << " global, " << q.shared_items
+                               << " shared, list " << (q.list_empty ? "empty" : "not empty");
+        EXPECT_FALSE(q.reset_pending) << "run " << rep;
+      }
+      s.set_graph(canopy::device_task_graph::from_parents(d_wide.data(), wide.task_count()));
+    }
+  }
+}
+
+}  // namespace
