@@ -72,6 +72,14 @@ std::unique_ptr<device_pass> run_device_pass(const float* data, std::size_t n, c
   }
   auto r = std::make_unique<device_pass>();
   r->device_id = n == 0 ? 0 : device_of(data);
+  // Work on the points' device, and give the calling thread its current device back afterwards
+  // (CuPy or PyTorch code on this thread relies on it).
+  int previous_device = 0;
+  CANOPY_CUDA_TRY(cudaGetDevice(&previous_device));
+  struct restore_device {
+    int device;
+    ~restore_device() { (void)cudaSetDevice(device); }
+  } restore{previous_device};
   CANOPY_CUDA_TRY(cudaSetDevice(r->device_id));
   trees::device_octree_builder builder;
   // An empty input has no device pointer to read; the builder makes the one-node tree of it.

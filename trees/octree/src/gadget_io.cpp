@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -58,9 +59,10 @@ class gadget_reader {
     read_header();
     std::vector<point> points(selected_);
     if (total_ == 0) return points;
-    for (int t = 0, at = 0; t < types; ++t) {
-      out_offset_[t] = static_cast<std::size_t>(at);
-      if (selected(t)) at += npart_[t];
+    std::size_t at = 0;  // a sum of up to six int32 counts: never an int
+    for (int t = 0; t < types; ++t) {
+      out_offset_[t] = at;
+      if (selected(t)) at += static_cast<std::size_t>(npart_[t]);
     }
     for (int t = 0; t < types; ++t) {
       if (!selected(t) || mass_[t] == 0.0) continue;
@@ -183,6 +185,12 @@ class gadget_reader {
     if (const std::int32_t files = detail::load<std::int32_t>(h + 124, big_); files > 1) {
       throw input_error(file_, "header: num_files = " + std::to_string(files) +
                                    ": one file of a multi-file snapshot holds only part of it; not supported");
+    }
+    // The POS block is one record with a 32-bit length: it cannot hold more particles than this.
+    if (static_cast<std::uint64_t>(total_) * 12 > std::numeric_limits<std::uint32_t>::max()) {
+      throw input_error(file_, "header: " + std::to_string(total_) +
+                                   " particles do not fit one POS record (32-bit record lengths hold at most " +
+                                   std::to_string(std::numeric_limits<std::uint32_t>::max() / 12) + ")");
     }
     // Fail before allocating: every particle needs at least 12 bytes of POS.
     if (static_cast<std::uint64_t>(total_) * 12 > in_.remaining()) {

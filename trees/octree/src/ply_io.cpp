@@ -243,7 +243,9 @@ class ply_reader {
     }
     const std::string where = e.name + " " + std::to_string(i) + " property '" + p.name + "'";
     if (too_long) throw input_error(file_, where + ": a number longer than 64 characters ('" + token_ + "...')");
-    if (token_.empty()) {
+    // A number the file ends in, with no line end after it, may have been cut short ("1.2345"
+    // cut to "1.23" still reads): every PLY writer ends its lines, so that is truncation too.
+    if (token_.empty() || c == -1) {
       throw input_error(file_, "truncated data: the file ends in " + e.name + " " + std::to_string(i) + " of " +
                                    std::to_string(e.count) + " (property '" + p.name + "')");
     }
@@ -255,7 +257,15 @@ class ply_reader {
       throw input_error(file_, where + ": '" + token_ + "' is not a number");
     }
     if (ec == std::errc::result_out_of_range) throw input_error(file_, where + ": '" + token_ + "' is out of range");
-    if (!t.is_float && v != std::floor(v)) throw input_error(file_, where + ": '" + token_ + "' is not an integer");
+    if (!t.is_float) {
+      if (!std::isfinite(v) || v != std::floor(v)) throw input_error(file_, where + ": '" + token_ + "' is not an integer");
+      // The declared type's range: a binary file could not hold anything else, and a list count
+      // beyond it would otherwise be cast to an integer out of range.
+      const double bits = 8.0 * static_cast<double>(t.bytes);
+      const double lo = t.is_signed ? -std::exp2(bits - 1) : 0.0;
+      const double hi = t.is_signed ? std::exp2(bits - 1) - 1 : std::exp2(bits) - 1;
+      if (v < lo || v > hi) throw input_error(file_, where + ": '" + token_ + "' is out of range for its integer type");
+    }
     return v;
   }
 

@@ -15,8 +15,10 @@
 //   of 12 float32 (mass, x, y, z, vx, vy, vz, rho, temp, hsmooth, metals, phi), ndark dark records
 //   of 9 (mass, x, y, z, vx, vy, vz, eps, phi), nstar star records of 11 (mass, x, y, z, vx, vy,
 //   vz, metals, tform, eps, phi). Counts must be non-negative with nsph + ndark + nstar == nbodies,
-//   and the file exactly 28 or 32 bytes + the records (which one is decided by the size; they
-//   cannot both fit). Points come gas, dark, star in file order, or one family.
+//   and the file exactly 28 or 32 bytes + the records (which one is decided by the size, as
+//   pynbody does; the two sizes differ by 4 bytes, so a padded file missing exactly its last 4
+//   bytes reads as an unpadded one, every value shifted by one float: the one truncation no
+//   reader can see). Points come gas, dark, star in file order, or one family.
 //
 // Gadget-1/2 ("SnapFormat" 1 and 2), one file of a snapshot (num_files 0 or 1; a file of a
 //   multi-file snapshot is refused rather than read as a part). Every block is a Fortran record:
