@@ -298,7 +298,8 @@ command add_bench_command(CLI::App& app) {
                   "comma list of what to run (default all): scheduler modes (" + mode_names +
                       "), GPU baselines (level-kernels, level-graph, last-arriver), reference, cpu:MODE (cpu = "
                       "cpu:" + std::string(canopy::to_string(canopy::scheduler_options{}.mode)) +
-                      "), or modes, baselines, all");
+                      "), MODE+TASKS (TASKS: node, twig or bucket, e.g. continuation+twig; the octree pass's task "
+                      "kinds), or modes, twigs (every mode with twig tasks), baselines, all");
   cmd->add_option("--backend", o->backend, "where the scheduler modes run: gpu, cpu, or auto (gpu when a device is "
                                            "usable, else cpu)")
       ->check(CLI::IsMember({"gpu", "cpu", "auto"}))

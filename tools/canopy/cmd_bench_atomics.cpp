@@ -155,7 +155,7 @@ command add_bench_atomics_command(CLI::App& bench) {
   auto o = std::make_shared<atomics_cli>();
   auto* cmd = bench.add_subcommand(
       "atomics",
-      "The atomics lab: the seeds' atomic-operation techniques side by side on the GPU (containers count, "
+      "The atomics lab: the atomic-operation techniques the scheduler's queues build on, side by side on the GPU (containers count, "
       "global max, filtering incl. CUB DeviceSelect, 256-bin histogram incl. CUB DeviceHistogram, int/int2/int4 "
       "copies vs cudaMemcpy), each variant validated against a host result before its time counts; G elements/s "
       "and the ratio to the naive variant. Exit 0 done (also: no CUDA device, nothing measured), 1 a variant gave "
