@@ -12,7 +12,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <span>
+#include <string_view>
+#include <vector>
 
 namespace canopy::fuzz {
 
@@ -23,6 +26,19 @@ namespace canopy::fuzz {
       __builtin_trap();                                                           \
     }                                                                             \
   } while (0)
+
+// Runs a reader over the input (`parse` returns its points; `source` is the name it was given):
+// a rejection must be the documented input_error, naming that source and a problem, and gives
+// nullopt (nothing more to check); anything else escaping is a crash for libFuzzer.
+template <class Parse>
+std::optional<std::vector<trees::point>> accepted_points(std::string_view source, Parse&& parse) {
+  try {
+    return parse();
+  } catch (const trees::input_error& e) {
+    CANOPY_FUZZ_CHECK(e.source() == source && !e.problem().empty());
+    return std::nullopt;
+  }
+}
 
 // Accepted points are finite with finite non-negative masses (the readers' promise), and they
 // build a valid octree whose reference root holds every point: the bytes a reader lets through

@@ -24,13 +24,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace canopy::trees;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  std::vector<point> points;
-  try {
-    points = parse_points_csv(text, "fuzz.csv");
-  } catch (const input_error& e) {
-    CANOPY_FUZZ_CHECK(e.source() == "fuzz.csv" && !e.problem().empty());
-    return 0;
-  }
+  const auto accepted = canopy::fuzz::accepted_points("fuzz.csv", [&] { return parse_points_csv(text, "fuzz.csv"); });
+  if (!accepted) return 0;
+  const std::vector<point>& points = *accepted;
   std::string again = "x,y,z,m\n";
   char number[32];
   for (const point& p : points) {

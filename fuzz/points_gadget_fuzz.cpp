@@ -23,13 +23,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace canopy::trees;
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
-  std::vector<point> points;
-  try {
-    points = parse_points_gadget(bytes, -1, "fuzz.gadget");
-  } catch (const input_error& e) {
-    CANOPY_FUZZ_CHECK(e.source() == "fuzz.gadget" && !e.problem().empty());
-    return 0;
-  }
+  const auto accepted = canopy::fuzz::accepted_points("fuzz.gadget", [&] { return parse_points_gadget(bytes, -1, "fuzz.gadget"); });
+  if (!accepted) return 0;
+  const std::vector<point>& points = *accepted;
   CANOPY_FUZZ_CHECK(detect_point_format(bytes) == point_format::gadget);
   std::vector<point> by_type;
   for (int type = 0; type < 6; ++type) {

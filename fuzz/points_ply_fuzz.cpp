@@ -23,13 +23,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace canopy::trees;
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
-  std::vector<point> points;
-  try {
-    points = parse_points_ply(bytes, "fuzz.ply");
-  } catch (const input_error& e) {
-    CANOPY_FUZZ_CHECK(e.source() == "fuzz.ply" && !e.problem().empty());
-    return 0;
-  }
+  const auto accepted = canopy::fuzz::accepted_points("fuzz.ply", [&] { return parse_points_ply(bytes, "fuzz.ply"); });
+  if (!accepted) return 0;
+  const std::vector<point>& points = *accepted;
   // Accepted: the first line was "ply", which detection must see too.
   CANOPY_FUZZ_CHECK(detect_point_format(bytes) == point_format::ply);
   const auto again = parse_points(bytes, {}, "fuzz.ply");

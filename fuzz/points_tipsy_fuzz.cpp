@@ -23,13 +23,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace canopy::trees;
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
-  std::vector<point> points;
-  try {
-    points = parse_points_tipsy(bytes, tipsy_family::all, "fuzz.tipsy");
-  } catch (const input_error& e) {
-    CANOPY_FUZZ_CHECK(e.source() == "fuzz.tipsy" && !e.problem().empty());
-    return 0;
-  }
+  const auto accepted = canopy::fuzz::accepted_points("fuzz.tipsy", [&] { return parse_points_tipsy(bytes, tipsy_family::all, "fuzz.tipsy"); });
+  if (!accepted) return 0;
+  const std::vector<point>& points = *accepted;
   std::vector<point> families;
   for (const tipsy_family f : {tipsy_family::gas, tipsy_family::dark, tipsy_family::star}) {
     const auto part = parse_points_tipsy(bytes, f, "fuzz.tipsy");  // accepted whole: no family may throw
