@@ -12,6 +12,7 @@
 #include <canopy/passes/upward_runner.hpp>
 
 #include "force_backend.hpp"
+#include "resident.hpp"
 
 namespace nbody {
 
@@ -107,7 +108,7 @@ std::unique_ptr<force_backend> make_cpu_backend(const canopy::scheduler_options&
 #if !NBODY_HAVE_GPU
 bool gpu_backend_built() { return false; }
 bool gpu_backend_usable() { return false; }
-std::unique_ptr<force_backend> make_gpu_backend(const canopy::scheduler_options&) {
+std::unique_ptr<resident_sim> make_resident_sim(const canopy::scheduler_options&, const walk_params&, int) {
   throw std::runtime_error("gpu backend: this nbody was built without CUDA (CANOPY_GPU=OFF)");
 }
 #endif

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Where a step's upward pass and force walk run: on the CPU (canopy::cpu_scheduler and host
-// threads) or on the GPU (canopy::gpu_scheduler and a CUDA kernel). Plain C++ interface, so the
-// host loop (simulation.cpp) compiles with g++ whether or not the CUDA part is built.
+// The CPU path's upward pass and force walk (canopy::cpu_scheduler and host threads), behind an
+// interface that keeps the host loop (simulation.cpp) free of the backend's details. The GPU path
+// is resident.hpp: there the whole step, build included, runs on the device.
 #pragma once
 
 #include <canopy/scheduler_options.hpp>
@@ -44,11 +44,9 @@ class force_backend {
 // `threads` workers for the scheduler and the walk (0 = hardware threads).
 std::unique_ptr<force_backend> make_cpu_backend(const canopy::scheduler_options& options, unsigned threads);
 
-// Whether the GPU part was built (CANOPY_GPU) and a CUDA device is usable.
+// Whether the GPU part (resident_gpu.cu) was built (CANOPY_GPU) and a CUDA device is usable.
 bool gpu_backend_built();
 bool gpu_backend_usable();
-// Throws std::runtime_error when the GPU part was not built or no device is usable.
-std::unique_ptr<force_backend> make_gpu_backend(const canopy::scheduler_options& options);
 
 // Runs fn(begin, end) over [0, n) in chunks on `threads` std::threads (0 = hardware threads),
 // chunks handed out dynamically so uneven work balances.

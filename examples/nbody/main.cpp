@@ -68,6 +68,9 @@ int main(int argc, char** argv) {
   bool monopole = false;
   app.add_option("-n,--n", n_text, "number of bodies (suffixes k, M, G)")->capture_default_str();
   app.add_option("--steps", o.steps, "time steps")->capture_default_str();
+  app.add_option("--diag-every", o.diag_every,
+                 "gpu: the energy every K steps and at the last (its only copy to the host); 0 = the last step only")
+      ->capture_default_str();
   app.add_option("--dt", o.dt, "time step (units G = 1, total mass 1)")->capture_default_str();
   app.add_option("--theta", o.theta, "opening angle")->capture_default_str();
   app.add_option("--softening", o.softening, "Plummer softening length")->capture_default_str();

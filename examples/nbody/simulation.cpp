@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// The host loop: every step
-//   integrate  kick v += a dt/2, drift x += v dt               (host threads)
-//   build      octree of the new positions (trees::build_octree, host), bodies reordered to match
-//   setup      the step's task graph and scheduler (+ GPU: tree upload, force download)
-//   accumulate the upward pass with Canopy (multipoles of every node)
-//   forces     the Barnes-Hut walk for every body
-//   integrate  kick v += a dt/2, kinetic + potential energy
-// (leapfrog kick-drift-kick, so positions and velocities are synchronised at the end of a step).
-//
-// The octree is rebuilt on the host from scratch each step; a GPU builder (bodies resident on the
-// device, no upload) is future work.
+// The simulation loop, on one of two paths:
+//   cpu  every step on the host: kick-drift (host threads), the octree built by trees::build_octree
+//        and the bodies reordered to match, the task graph and scheduler (setup), the upward pass
+//        on canopy::cpu_scheduler (accumulate), the Barnes-Hut walk on host threads (forces), the
+//        second kick and the energy (integrate);
+//   gpu  every step on the device, bodies resident (resident.hpp): kick-drift, the octree built by
+//        trees::device_octree_builder, the task graph built from the device tree, the upward pass
+//        in Canopy's persistent kernel, the group walk, the second kick and, every --diag-every
+//        steps, the energy; one stream, no copy to the host but the energy sums.
+// Both are leapfrog kick-drift-kick, so positions and velocities are synchronised at the end of a
+// step; both print the same per-step line, summary and checks.
 #include "simulation.hpp"
 
 #include <algorithm>
@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -33,16 +34,13 @@
 
 #include "direct.hpp"
 #include "force_backend.hpp"
+#include "resident.hpp"
 
 namespace nbody {
 
 namespace ct = canopy::trees;
 
 namespace {
-
-struct vec3 {
-  float x, y, z;
-};
 
 using clock_type = std::chrono::steady_clock;
 
@@ -255,12 +253,319 @@ percentiles acceleration_errors(const std::vector<body_force>& tree_f, const std
   return percentiles_of(std::move(rel));
 }
 
-// ---- timing -------------------------------------------------------------------------------------
+// ---- timing and reports ---------------------------------------------------------------------------
 
-struct step_times {
-  double build = 0, reorder = 0, setup = 0, accumulate = 0, forces = 0, integrate = 0;
+// One step's line: the five columns both paths share (ms), and the energy when it was computed.
+struct step_line {
+  double build = 0, setup = 0, accumulate = 0, forces = 0, integrate = 0;
   double total() const { return build + setup + accumulate + forces + integrate; }
 };
+
+void print_header() {
+  std::fputs(fmt::format("{:>5} {:>9} | {:>9} {:>9} {:>10} {:>9} {:>9} | {:>9} | {:>15} {:>10}\n", "step", "time",
+                         "build", "setup", "accumulate", "forces", "integrate", "total ms", "energy", "dE/|E0|")
+                 .c_str(),
+             stdout);
+}
+
+void print_step(int s, double time, const step_line& st, const energy* e, double e0) {
+  std::string energy_text = e ? fmt::format("{:>15.8e} {:>+10.2e}", e->total(), (e->total() - e0) / std::abs(e0))
+                              : fmt::format("{:>15} {:>10}", "-", "-");
+  std::fputs(fmt::format("{:>5} {:>9.4f} | {:>9.3f} {:>9.3f} {:>10.3f} {:>9.3f} {:>9.3f} | {:>9.3f} | {}\n", s, time,
+                         st.build, st.setup, st.accumulate, st.forces, st.integrate, st.total(), energy_text)
+                 .c_str(),
+             stdout);
+  std::fflush(stdout);
+}
+
+// The summary's phase table (mean ms per step and share) and the dominant phase.
+std::string phase_table(const std::vector<std::pair<std::string, double>>& phases) {
+  double total = 0;
+  for (const auto& ph : phases) total += ph.second;
+  std::string out = fmt::format("{:<12} {:>12} {:>8}\n", "phase", "mean ms", "share");
+  std::string dominant;
+  double dominant_ms = -1;
+  for (const auto& [name, ms] : phases) {
+    out += fmt::format("{:<12} {:>12.3f} {:>7.1f}%\n", name, ms, total > 0 ? 100.0 * ms / total : 0.0);
+    if (ms > dominant_ms) {
+      dominant = name;
+      dominant_ms = ms;
+    }
+  }
+  out += fmt::format("{:<12} {:>12.3f} {:>7.1f}%\n", "step", total, 100.0);
+  out += fmt::format("dominant  {} ({:.1f}% of a step)\n", dominant, total > 0 ? 100.0 * dominant_ms / total : 0.0);
+  return out;
+}
+
+// The checks both paths run: accuracy against direct summation at theta 0.5 (and the run's theta,
+// reported only), then the energy drift.
+class checker {
+ public:
+  checker(const sim_options& o, const walk_params& wp, unsigned threads) : o_(o), wp_(wp), threads_(threads) {}
+
+  // points: the bodies in the walk's order; run_forces: the walk's forces at the run's theta;
+  // forces_at(theta): the same walk at another theta.
+  void accuracy(const std::vector<ct::point>& points, const std::vector<body_force>& run_forces,
+                const std::function<std::vector<body_force>(float)>& forces_at, const char* when) {
+    const auto targets = check_targets(points.size(), o_.check_sample);
+    if (static_cast<double>(targets.size()) * static_cast<double>(points.size()) > 1e10)
+      spdlog::warn("accuracy check: direct summation of {} bodies against {} will take a while (--check-sample)",
+                   targets.size(), points.size());
+    const auto t0 = clock_type::now();
+    const auto exact = direct_forces(points, targets, o_.softening * o_.softening, threads_);
+    const double direct_ms = ms_since(t0);
+    // The bound is stated at theta = 0.5; a run at another theta is also reported, unbounded.
+    std::vector<float> thetas = {0.5f};
+    if (wp_.theta != 0.5f) thetas.push_back(wp_.theta);
+    for (float th : thetas) {
+      const std::vector<body_force> f = th == wp_.theta ? run_forces : forces_at(th);
+      const percentiles pc = acceleration_errors(f, exact, targets);
+      const bool bounded = th == 0.5f;
+      const bool pass = !bounded || (pc.p50 <= o_.max_p50 && pc.p99 <= o_.max_p99);
+      failed_ = failed_ || !pass;
+      lines_.push_back(fmt::format(
+          "accuracy  {:<6} theta {:.2f}{}: |a_tree - a_direct| / |a_direct| over {} bodies: p1 {:.2e}  p50 {:.2e}  "
+          "p99 {:.2e}  max {:.2e}{}",
+          when, th, o_.quadrupole ? "" : " (monopole only)", pc.count, pc.p1, pc.p50, pc.p99, pc.max,
+          bounded ? fmt::format("  (bounds p50 <= {:.0e}, p99 <= {:.0e}) {}", o_.max_p50, o_.max_p99, pass ? "PASS" : "FAIL")
+                  : std::string("  (reported only; the bounds are for theta 0.50)")));
+    }
+    spdlog::info("accuracy check {}: direct summation for {} bodies against {} ({:.1f} ms)", when, targets.size(),
+                 points.size(), direct_ms);
+  }
+
+  // Direct-summation energies where affordable (N up to direct_energy_limit), else none.
+  bool direct_energy() const { return o_.check && o_.n <= o_.direct_energy_limit; }
+  double direct_total(const std::vector<vec3>& vel, const std::vector<ct::point>& pos) const {
+    return kinetic_energy(vel, pos) + direct_potential_energy(pos, o_.softening * o_.softening, threads_);
+  }
+
+  // The drift check (with --check) or the drift line (without); returns the lines for the summary.
+  std::string finish(const energy& e0_tree, const energy& e_tree, double e0_direct, double e_end_direct, int steps) {
+    const double drift_tree = std::abs(e_tree.total() - e0_tree.total()) / std::abs(e0_tree.total());
+    std::string out;
+    if (!o_.check)
+      return fmt::format("energy    |E_end - E_0| / |E_0| over {} steps: {:.2e} (tree potential; --check for the bounds)\n",
+                         steps, drift_tree);
+    double drift = drift_tree;
+    std::string how = "tree potential";
+    if (direct_energy()) {
+      drift = std::abs(e_end_direct - e0_direct) / std::abs(e0_direct);
+      how = fmt::format("direct-summation potential, E0 {:.8e}, E_end {:.8e}; with the tree potential {:.2e}", e0_direct,
+                        e_end_direct, drift_tree);
+    }
+    const bool pass = drift <= o_.max_drift;
+    failed_ = failed_ || !pass;
+    lines_.push_back(fmt::format("energy    |E_end - E_0| / |E_0| over {} steps: {:.2e} ({}) (bound {:.0e}) {}", steps,
+                                 drift, how, o_.max_drift, pass ? "PASS" : "FAIL"));
+    for (const auto& l : lines_) out += "check     " + l + "\n";
+    out += fmt::format("result    {}\n", failed_ ? "FAIL" : "PASS");
+    return out;
+  }
+  bool failed() const { return failed_; }
+
+ private:
+  const sim_options& o_;
+  walk_params wp_;
+  unsigned threads_;
+  bool failed_ = false;
+  std::vector<std::string> lines_;
+};
+
+std::string summary_head(const sim_options& o, const std::string& backend, std::int64_t depth, std::int64_t nodes,
+                         std::int64_t leaves) {
+  std::string out = fmt::format("\nsummary   {} bodies, {} steps of dt {}, theta {}, softening {}, {} per leaf at most, {}\n",
+                                o.n, o.steps, o.dt, o.theta, o.softening, o.max_leaf,
+                                o.quadrupole ? "monopole + quadrupole" : "monopole only");
+  out += fmt::format("backend   {}\n", backend);
+  out += fmt::format("octree    last step: depth {}, {} nodes, {} leaves\n", depth, nodes, leaves);
+  return out;
+}
+
+// ---- the CPU path -------------------------------------------------------------------------------
+
+int run_cpu(const sim_options& o, std::vector<ct::point> pos, std::vector<vec3> vel, const walk_params& wp,
+            canopy::scheduler_options sopt, unsigned threads) {
+  sopt.blocks = static_cast<int>(threads);
+  std::unique_ptr<force_backend> backend = make_cpu_backend(sopt, threads);
+  const float dt = static_cast<float>(o.dt), half_dt = 0.5f * dt;
+  std::vector<body_force> forces(o.n);
+  force_times ft;
+
+  // Step 0: the initial forces (also the warm-up: first allocations). Not in the summary.
+  auto t0 = clock_type::now();
+  built b = build_and_reorder(pos, vel, o.max_leaf, threads);
+  const double build0 = ms_since(t0);
+  backend->compute(b.tree, wp, forces, ft);
+  require_finite(forces, 0);
+  spdlog::info("backend: {}", backend->describe());
+  spdlog::info("initial octree: depth {}, {} nodes, {} leaves (max {} per leaf); build {:.1f} ms, setup {:.2f} ms, "
+               "accumulate {:.3f} ms, forces {:.2f} ms",
+               b.tree.depth, b.tree.node_count(), b.tree.leaves.size(), o.max_leaf, build0, ft.setup_ms,
+               ft.accumulate_ms, ft.forces_ms);
+  const energy e0 = kick_and_energy(vel, pos, forces, 0.0f, threads);
+
+  checker check(o, wp, threads);
+  const double e0_direct = check.direct_energy() ? check.direct_total(vel, pos) : 0.0;
+  auto forces_at = [&](const ct::octree& tree) {
+    return [&backend, &tree, wp](float theta) {
+      std::vector<body_force> f(tree.points.size());
+      walk_params p = wp;
+      p.theta = theta;
+      force_times unused;
+      backend->compute(tree, p, f, unused);
+      return f;
+    };
+  };
+  if (o.check) check.accuracy(b.tree.points, forces, forces_at(b.tree), "start");
+
+  print_header();
+  std::vector<step_line> lines;
+  double reorder = 0;
+  energy e = e0;
+  for (int s = 1; s <= o.steps; ++s) {
+    step_line st;
+    t0 = clock_type::now();
+    kick_drift(vel, pos, forces, half_dt, dt, threads);
+    st.integrate = ms_since(t0);
+
+    t0 = clock_type::now();
+    b = build_and_reorder(pos, vel, o.max_leaf, threads);
+    st.build = ms_since(t0);
+    reorder += b.reorder_ms / o.steps;
+
+    backend->compute(b.tree, wp, forces, ft);
+    st.setup = ft.setup_ms;
+    st.accumulate = ft.accumulate_ms;
+    st.forces = ft.forces_ms;
+    require_finite(forces, s);
+
+    t0 = clock_type::now();
+    e = kick_and_energy(vel, pos, forces, half_dt, threads);
+    st.integrate += ms_since(t0);
+    lines.push_back(st);
+    print_step(s, s * o.dt, st, &e, e0.total());
+  }
+
+  step_line mean;
+  for (const auto& t : lines) {
+    mean.build += t.build / lines.size();
+    mean.setup += t.setup / lines.size();
+    mean.accumulate += t.accumulate / lines.size();
+    mean.forces += t.forces / lines.size();
+    mean.integrate += t.integrate / lines.size();
+  }
+  std::string out = summary_head(o, backend->describe(), b.tree.depth, b.tree.node_count(),
+                                 static_cast<std::int64_t>(b.tree.leaves.size()));
+  out += phase_table({{"build", mean.build},
+                      {"setup", mean.setup},
+                      {"accumulate", mean.accumulate},
+                      {"forces", mean.forces},
+                      {"integrate", mean.integrate}});
+  out += fmt::format("(build includes {:.3f} ms reordering the bodies' state to the octree's order)\n", reorder);
+  if (o.check) check.accuracy(b.tree.points, forces, forces_at(b.tree), "end");
+  const double e_end_direct = check.direct_energy() ? check.direct_total(vel, pos) : 0.0;
+  out += check.finish(e0, e, e0_direct, e_end_direct, o.steps);
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  return check.failed() ? exit_check_failed : exit_ok;
+}
+
+// ---- the GPU path -------------------------------------------------------------------------------
+
+template <class T>
+T median_of(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? T{} : v[v.size() / 2];
+}
+
+int run_gpu(const sim_options& o, const std::vector<ct::point>& pos0, const std::vector<vec3>& vel0,
+            const walk_params& wp, const canopy::scheduler_options& sopt, unsigned threads) {
+  std::unique_ptr<resident_sim> sim = make_resident_sim(sopt, wp, o.max_leaf);
+  const float dt = static_cast<float>(o.dt);
+
+  // Step 0: upload, the first tree and forces (also the warm-up: module load, first allocations).
+  auto t0 = clock_type::now();
+  sim->start(pos0, vel0);
+  const resident_times first = sim->times();
+  const resident_energy ef = sim->energies();
+  const energy e0{ef.kinetic, ef.potential};
+  resident_tree_stats ts = sim->tree_stats();
+  spdlog::info("backend: {}", sim->describe());
+  spdlog::info("initial octree: depth {}, {} nodes, {} leaves (max {} per leaf); start {:.1f} ms (build {:.2f} ms, "
+               "graph {:.2f} ms, accumulate {:.3f} ms, forces {:.2f} ms)",
+               ts.depth, ts.nodes, ts.leaves, o.max_leaf, ms_since(t0), first.build, first.graph, first.accumulate,
+               first.forces);
+
+  checker check(o, wp, threads);
+  auto forces_at = [&](float theta) { return sim->forces_at(theta); };
+  const double e0_direct = check.direct_energy() ? check.direct_total(sim->velocities(), sim->positions()) : 0.0;
+  if (o.check) {
+    const std::vector<body_force> f = sim->forces();
+    require_finite(f, 0);
+    check.accuracy(sim->positions(), f, forces_at, "start");
+  }
+
+  print_header();
+  std::vector<resident_times> times;
+  std::vector<double> wall;
+  energy e = e0;
+  for (int s = 1; s <= o.steps; ++s) {
+    const bool diag = (o.diag_every > 0 && s % o.diag_every == 0) || s == o.steps;
+    t0 = clock_type::now();
+    sim->step(dt, diag);
+    const resident_times t = sim->times();  // waits for the step
+    wall.push_back(ms_since(t0));
+    times.push_back(t);
+    if (diag) {
+      const resident_energy r = sim->energies();
+      e = energy{r.kinetic, r.potential};
+      if (!std::isfinite(e.total()))
+        throw std::runtime_error(fmt::format("step {}: non-finite energy (coincident bodies with softening 0?)", s));
+    }
+    const step_line st{t.build + t.reorder, t.graph, t.accumulate, t.forces, t.drift + t.kick};
+    print_step(s, s * o.dt, st, diag ? &e : nullptr, e0.total());
+  }
+
+  resident_times mean;
+  for (const auto& t : times) {
+    const double k = 1.0 / static_cast<double>(times.size());
+    mean.drift += t.drift * k;
+    mean.build += t.build * k;
+    mean.reorder += t.reorder * k;
+    mean.graph += t.graph * k;
+    mean.accumulate += t.accumulate * k;
+    mean.forces += t.forces * k;
+    mean.kick += t.kick * k;
+  }
+  ts = sim->tree_stats();
+  std::string out = summary_head(o, sim->describe(), ts.depth, ts.nodes, ts.leaves);
+  out += phase_table({{"drift", mean.drift},
+                      {"build", mean.build},
+                      {"reorder", mean.reorder},
+                      {"graph", mean.graph},
+                      {"accumulate", mean.accumulate},
+                      {"forces", mean.forces},
+                      {"kick", mean.kick}});
+  const double wall_median = median_of(wall);
+  out += fmt::format(
+      "(stream time: CUDA events between the phases; drift + kick are the CPU path's integrate, build + reorder its "
+      "build, graph its setup)\n");
+  out += fmt::format("wall      per step, host clock from enqueue until the step's times are known: median {:.3f} ms "
+                     "(min {:.3f}, max {:.3f}); {:.1f}M bodies per second\n",
+                     wall_median, *std::min_element(wall.begin(), wall.end()), *std::max_element(wall.begin(), wall.end()),
+                     wall_median > 0 ? static_cast<double>(o.n) / wall_median / 1e3 : 0.0);
+  if (o.check) {
+    const std::vector<body_force> f = sim->forces();
+    require_finite(f, o.steps);
+    check.accuracy(sim->positions(), f, forces_at, "end");
+  }
+  const double e_end_direct = check.direct_energy() ? check.direct_total(sim->velocities(), sim->positions()) : 0.0;
+  out += check.finish(e0, e, e0_direct, e_end_direct, o.steps);
+  std::fputs(out.c_str(), stdout);
+  std::fflush(stdout);
+  return check.failed() ? exit_check_failed : exit_ok;
+}
 
 }  // namespace
 
@@ -269,6 +574,7 @@ void validate(const sim_options& o) {
   if (o.n > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
     throw std::invalid_argument(fmt::format("--n must be at most 2^31 - 1, not {}", o.n));
   if (o.steps < 1) throw std::invalid_argument(fmt::format("--steps must be at least 1, not {}", o.steps));
+  if (o.diag_every < 0) throw std::invalid_argument(fmt::format("--diag-every must be at least 0, not {}", o.diag_every));
   if (!(std::isfinite(o.dt) && o.dt > 0)) throw std::invalid_argument(fmt::format("--dt must be a positive number, not {}", o.dt));
   if (!(std::isfinite(o.theta) && o.theta > 0 && o.theta <= 2))
     throw std::invalid_argument(fmt::format("--theta must be in (0, 2], not {}", o.theta));
@@ -284,21 +590,12 @@ int run_simulation(const sim_options& o) {
   validate(o);
   if (o.threads != 0) ct::set_host_threads(o.threads);
   const unsigned threads = o.threads != 0 ? o.threads : ct::host_threads();
-
-  // Backend.
   canopy::scheduler_options sopt;
   sopt.mode = o.mode;
-  std::unique_ptr<force_backend> backend;
   const bool use_gpu = o.backend == "gpu" || (o.backend == "auto" && gpu_backend_usable());
-  if (use_gpu) {
-    backend = make_gpu_backend(sopt);
-  } else {
-    sopt.blocks = static_cast<int>(threads);
-    backend = make_cpu_backend(sopt, threads);
-  }
 
   // Bodies.
-  auto t0 = clock_type::now();
+  const auto t0 = clock_type::now();
   std::vector<ct::point> pos;
   std::vector<vec3> vel;
   switch (o.dist) {
@@ -322,167 +619,8 @@ int run_simulation(const sim_options& o) {
   wp.theta = static_cast<float>(o.theta);
   wp.eps2 = static_cast<float>(o.softening * o.softening);
   wp.quadrupole = o.quadrupole;
-  const double eps2 = o.softening * o.softening;
-  const float dt = static_cast<float>(o.dt), half_dt = 0.5f * dt;
-  std::vector<body_force> forces(o.n);
-  force_times ft;
-
-  // Step 0: the initial forces (also the warm-up: module load, first allocations). Not in the summary.
-  t0 = clock_type::now();
-  built b = build_and_reorder(pos, vel, o.max_leaf, threads);
-  const double build0 = ms_since(t0);
-  backend->compute(b.tree, wp, forces, ft);
-  require_finite(forces, 0);
-  spdlog::info("backend: {}", backend->describe());
-  spdlog::info("initial octree: depth {}, {} nodes, {} leaves (max {} per leaf); build {:.1f} ms, setup {:.2f} ms, "
-               "accumulate {:.3f} ms, forces {:.2f} ms",
-               b.tree.depth, b.tree.node_count(), b.tree.leaves.size(), o.max_leaf, build0, ft.setup_ms,
-               ft.accumulate_ms, ft.forces_ms);
-  const energy e0 = kick_and_energy(vel, pos, forces, 0.0f, threads);
-
-  bool failed = false;
-  std::vector<std::string> check_lines;
-  // Direct-summation energies where affordable.
-  const bool direct_energy = o.check && o.n <= o.direct_energy_limit;
-  double e0_direct = 0;
-  if (direct_energy) e0_direct = kinetic_energy(vel, pos) + direct_potential_energy(pos, eps2, threads);
-
-  auto accuracy_check = [&](const ct::octree& tree, const std::vector<body_force>& run_forces, const char* when) {
-    const auto targets = check_targets(pos.size(), o.check_sample);
-    if (static_cast<double>(targets.size()) * static_cast<double>(pos.size()) > 1e10)
-      spdlog::warn("accuracy check: direct summation of {} bodies against {} will take a while (--check-sample)",
-                   targets.size(), pos.size());
-    t0 = clock_type::now();
-    const auto exact = direct_forces(tree.points, targets, eps2, threads);
-    const double direct_ms = ms_since(t0);
-    // The bound is stated at theta = 0.5; a run at another theta is also reported, unbounded.
-    std::vector<float> thetas = {0.5f};
-    if (wp.theta != 0.5f) thetas.push_back(wp.theta);
-    for (float th : thetas) {
-      std::vector<body_force> f;
-      if (th == wp.theta) {
-        f = run_forces;
-      } else {
-        f.resize(pos.size());
-        walk_params p = wp;
-        p.theta = th;
-        force_times unused;
-        backend->compute(tree, p, f, unused);
-      }
-      const percentiles pc = acceleration_errors(f, exact, targets);
-      const bool bounded = th == 0.5f;
-      const bool pass = !bounded || (pc.p50 <= o.max_p50 && pc.p99 <= o.max_p99);
-      failed = failed || !pass;
-      check_lines.push_back(fmt::format(
-          "accuracy  {:<6} theta {:.2f}{}: |a_tree - a_direct| / |a_direct| over {} bodies: p1 {:.2e}  p50 {:.2e}  "
-          "p99 {:.2e}  max {:.2e}{}",
-          when, th, o.quadrupole ? "" : " (monopole only)", pc.count, pc.p1, pc.p50, pc.p99, pc.max,
-          bounded ? fmt::format("  (bounds p50 <= {:.0e}, p99 <= {:.0e}) {}", o.max_p50, o.max_p99, pass ? "PASS" : "FAIL")
-                  : std::string("  (reported only; the bounds are for theta 0.50)")));
-    }
-    spdlog::info("accuracy check {}: direct summation for {} bodies against {} ({:.1f} ms)", when, targets.size(),
-                 pos.size(), direct_ms);
-  };
-  if (o.check) accuracy_check(b.tree, forces, "start");
-
-  // The steps.
-  std::fputs(fmt::format("{:>5} {:>9} | {:>9} {:>9} {:>10} {:>9} {:>9} | {:>9} | {:>15} {:>10}\n", "step", "time",
-                         "build", "setup", "accumulate", "forces", "integrate", "total ms", "energy", "dE/|E0|")
-                 .c_str(),
-             stdout);
-  std::vector<step_times> times;
-  times.reserve(static_cast<std::size_t>(o.steps));
-  energy e = e0;
-  for (int s = 1; s <= o.steps; ++s) {
-    step_times st;
-    t0 = clock_type::now();
-    kick_drift(vel, pos, forces, half_dt, dt, threads);
-    st.integrate = ms_since(t0);
-
-    t0 = clock_type::now();
-    b = build_and_reorder(pos, vel, o.max_leaf, threads);
-    st.build = ms_since(t0);
-    st.reorder = b.reorder_ms;
-
-    backend->compute(b.tree, wp, forces, ft);
-    st.setup = ft.setup_ms;
-    st.accumulate = ft.accumulate_ms;
-    st.forces = ft.forces_ms;
-    require_finite(forces, s);
-
-    t0 = clock_type::now();
-    e = kick_and_energy(vel, pos, forces, half_dt, threads);
-    st.integrate += ms_since(t0);
-    times.push_back(st);
-    std::fputs(fmt::format("{:>5} {:>9.4f} | {:>9.3f} {:>9.3f} {:>10.3f} {:>9.3f} {:>9.3f} | {:>9.3f} | {:>15.8e} {:>+10.2e}\n",
-                           s, s * o.dt, st.build, st.setup, st.accumulate, st.forces, st.integrate, st.total(), e.total(),
-                           (e.total() - e0.total()) / std::abs(e0.total()))
-                   .c_str(),
-               stdout);
-    std::fflush(stdout);
-  }
-
-  // Summary.
-  step_times mean;
-  for (const auto& t : times) {
-    mean.build += t.build / times.size();
-    mean.reorder += t.reorder / times.size();
-    mean.setup += t.setup / times.size();
-    mean.accumulate += t.accumulate / times.size();
-    mean.forces += t.forces / times.size();
-    mean.integrate += t.integrate / times.size();
-  }
-  const double total = mean.total();
-  std::string out;
-  out += fmt::format("\nsummary   {} bodies, {} steps of dt {}, theta {}, softening {}, {} per leaf at most, {}\n", o.n,
-                     o.steps, o.dt, o.theta, o.softening, o.max_leaf, o.quadrupole ? "monopole + quadrupole" : "monopole only");
-  out += fmt::format("backend   {}\n", backend->describe());
-  out += fmt::format("octree    last step: depth {}, {} nodes, {} leaves\n", b.tree.depth, b.tree.node_count(),
-                     b.tree.leaves.size());
-  out += fmt::format("{:<12} {:>12} {:>8}\n", "phase", "mean ms", "share");
-  const std::pair<const char*, double> phases[] = {{"build", mean.build},
-                                                   {"setup", mean.setup},
-                                                   {"accumulate", mean.accumulate},
-                                                   {"forces", mean.forces},
-                                                   {"integrate", mean.integrate}};
-  const char* dominant = "build";
-  double dominant_ms = -1;
-  for (const auto& [name, ms] : phases) {
-    out += fmt::format("{:<12} {:>12.3f} {:>7.1f}%\n", name, ms, total > 0 ? 100.0 * ms / total : 0.0);
-    if (ms > dominant_ms) {
-      dominant = name;
-      dominant_ms = ms;
-    }
-  }
-  out += fmt::format("{:<12} {:>12.3f} {:>7.1f}%\n", "step", total, 100.0);
-  out += fmt::format("(build includes {:.3f} ms reordering the bodies' state to the octree's order)\n", mean.reorder);
-  out += fmt::format("dominant  {} ({:.1f}% of a step)\n", dominant, total > 0 ? 100.0 * dominant_ms / total : 0.0);
-
-  // Checks.
-  if (o.check) {
-    accuracy_check(b.tree, forces, "end");
-    const double drift_tree = std::abs(e.total() - e0.total()) / std::abs(e0.total());
-    double drift = drift_tree;
-    std::string how = "tree potential";
-    if (direct_energy) {
-      const double e_end_direct = kinetic_energy(vel, pos) + direct_potential_energy(pos, eps2, threads);
-      drift = std::abs(e_end_direct - e0_direct) / std::abs(e0_direct);
-      how = fmt::format("direct-summation potential, E0 {:.8e}, E_end {:.8e}; with the tree potential {:.2e}",
-                        e0_direct, e_end_direct, drift_tree);
-    }
-    const bool pass = drift <= o.max_drift;
-    failed = failed || !pass;
-    check_lines.push_back(fmt::format("energy    |E_end - E_0| / |E_0| over {} steps: {:.2e} ({}) (bound {:.0e}) {}",
-                                      o.steps, drift, how, o.max_drift, pass ? "PASS" : "FAIL"));
-    for (const auto& l : check_lines) out += "check     " + l + "\n";
-    out += fmt::format("result    {}\n", failed ? "FAIL" : "PASS");
-  } else {
-    out += fmt::format("energy    |E_end - E_0| / |E_0| over {} steps: {:.2e} (tree potential; --check for the bounds)\n",
-                       o.steps, std::abs(e.total() - e0.total()) / std::abs(e0.total()));
-  }
-  std::fputs(out.c_str(), stdout);
-  std::fflush(stdout);
-  return failed ? exit_check_failed : exit_ok;
+  if (use_gpu) return run_gpu(o, pos, vel, wp, sopt, threads);
+  return run_cpu(o, std::move(pos), std::move(vel), wp, sopt, threads);
 }
 
 }  // namespace nbody

@@ -16,6 +16,7 @@ namespace nbody {
 struct sim_options {
   std::size_t n = 20000;
   int steps = 10;
+  int diag_every = 1;  // GPU: energy sums every K steps (and the last); 0 = the last step only
   double dt = 0.005;
   double theta = 0.5;
   double softening = 0.01;

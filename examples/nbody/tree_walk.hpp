@@ -4,7 +4,8 @@
 // enough, and sums the node's bodies directly when it is a leaf that is too close.
 //
 // Portable (CANOPY_HD, plain arithmetic): the same function runs on the host threads of the CPU
-// backend and, one thread per body, in the CUDA kernel of the GPU backend (gpu_backend.cu).
+// backend; the GPU walk (group_walk.cuh, a warp per 32 bodies) shares its physics: opening_reach,
+// add_cell, add_body.
 //
 // Physics (G = 1, Plummer softening eps): the potential of a body of mass m at distance r is
 // -m / sqrt(r^2 + eps^2). For a node with mass M, centre of mass c and central second moments
@@ -69,6 +70,71 @@ struct walk_tree {
   const ct::multipole<float>* payload;
 };
 
+// The opening distance of a node (see the criterion above): a body (or, in the GPU's group walk,
+// every point of a group's box) farther than this from the node's centre of mass may take the
+// node's multipole.
+CANOPY_HD inline float opening_reach(const ct::multipole<float>& m, float inv_theta) {
+  const float sx = m.hi[0] - m.lo[0], sy = m.hi[1] - m.lo[1], sz = m.hi[2] - m.lo[2];
+  const float s = sx > sy ? (sx > sz ? sx : sz) : (sy > sz ? sy : sz);
+  const float cx = 0.5f * (m.hi[0] + m.lo[0]) - m.com[0];
+  const float cy = 0.5f * (m.hi[1] + m.lo[1]) - m.com[1];
+  const float cz = 0.5f * (m.hi[2] + m.lo[2]) - m.com[2];
+  const float delta = NBODY_SQRT(cx * cx + cy * cy + cz * cz);
+  return s * inv_theta + delta;
+}
+
+// What a force evaluation needs of an accepted node: mass, traceless quadrupole Q (xx, xy, xz, yy,
+// yz, zz) and tr(S).
+struct cell_moments {
+  float mass;
+  float q[6];
+  float tr;
+};
+
+CANOPY_HD inline cell_moments moments_of(const ct::multipole<float>& m) {
+  const ct::quadrupole<float> q = ct::traceless_quadrupole(m);
+  return cell_moments{m.mass, {q.q[0], q.q[1], q.q[2], q.q[3], q.q[4], q.q[5]}, m.m2[0] + m.m2[3] + m.m2[5]};
+}
+
+// Adds an accepted node's field at r = x - com (the expansion in the header comment).
+CANOPY_HD inline void add_cell(float rx, float ry, float rz, const cell_moments& c, const walk_params& p, body_force& f) {
+  const float r2 = rx * rx + ry * ry + rz * rz;
+  const float R2 = r2 + p.eps2;
+  const float inv_R = NBODY_RSQRT(R2);
+  const float inv_R2 = inv_R * inv_R;
+  const float inv_R3 = inv_R * inv_R2;
+  float fx = -c.mass * inv_R3 * rx, fy = -c.mass * inv_R3 * ry, fz = -c.mass * inv_R3 * rz;
+  float ph = -c.mass * inv_R;
+  if (p.quadrupole) {
+    // Q r
+    const float qx = c.q[0] * rx + c.q[1] * ry + c.q[2] * rz;
+    const float qy = c.q[1] * rx + c.q[3] * ry + c.q[4] * rz;
+    const float qz = c.q[2] * rx + c.q[4] * ry + c.q[5] * rz;
+    const float rqr = rx * qx + ry * qy + rz * qz;
+    const float inv_R5 = inv_R3 * inv_R2;
+    const float inv_R7 = inv_R5 * inv_R2;
+    const float radial = 2.5f * (c.tr * p.eps2 - rqr) * inv_R7;
+    fx += qx * inv_R5 + radial * rx;
+    fy += qy * inv_R5 + radial * ry;
+    fz += qz * inv_R5 + radial * rz;
+    ph -= 0.5f * (rqr - c.tr * p.eps2) * inv_R5;
+  }
+  f.ax += fx;
+  f.ay += fy;
+  f.az += fz;
+  f.phi += ph;
+}
+
+// Adds one body of mass m at offset (dx, dy, dz) from the evaluation point (softened).
+CANOPY_HD inline void add_body(float dx, float dy, float dz, float m, float eps2, body_force& f) {
+  const float inv_R = NBODY_RSQRT(dx * dx + dy * dy + dz * dz + eps2);
+  const float w = m * inv_R * inv_R * inv_R;
+  f.ax += w * dx;
+  f.ay += w * dy;
+  f.az += w * dz;
+  f.phi -= m * inv_R;
+}
+
 // Deepest a stack can get: the walk pushes all children of an opened node, so at most 7 waiting
 // siblings per level below the root plus the 8 children of the deepest opened node.
 inline constexpr int walk_stack_size = 7 * ct::max_octree_depth + 8;
@@ -77,7 +143,7 @@ inline constexpr int walk_stack_size = 7 * ct::max_octree_depth + 8;
 // its own contribution is skipped by index. Pass self = -1 to evaluate at an arbitrary position.
 CANOPY_HD inline body_force walk_one(const walk_tree& t, std::int32_t self, float x, float y, float z,
                                      const walk_params& p) {
-  float ax = 0.f, ay = 0.f, az = 0.f, phi = 0.f;
+  body_force f{0.f, 0.f, 0.f, 0.f};
   const float inv_theta = 1.0f / p.theta;
   std::int32_t stack[walk_stack_size];
   int top = 0;
@@ -88,41 +154,9 @@ CANOPY_HD inline body_force walk_one(const walk_tree& t, std::int32_t self, floa
     if (m.count == 0) continue;  // only the root of an empty tree
     const float rx = x - m.com[0], ry = y - m.com[1], rz = z - m.com[2];
     const float r2 = rx * rx + ry * ry + rz * rz;
-    const float sx = m.hi[0] - m.lo[0], sy = m.hi[1] - m.lo[1], sz = m.hi[2] - m.lo[2];
-    const float s = sx > sy ? (sx > sz ? sx : sz) : (sy > sz ? sy : sz);
-    const float cx = 0.5f * (m.hi[0] + m.lo[0]) - m.com[0];
-    const float cy = 0.5f * (m.hi[1] + m.lo[1]) - m.com[1];
-    const float cz = 0.5f * (m.hi[2] + m.lo[2]) - m.com[2];
-    const float delta = NBODY_SQRT(cx * cx + cy * cy + cz * cz);
-    const float reach = s * inv_theta + delta;
+    const float reach = opening_reach(m, inv_theta);
     if (r2 > reach * reach) {
-      // Accepted: the node's multipole.
-      const float R2 = r2 + p.eps2;
-      const float inv_R = NBODY_RSQRT(R2);
-      const float inv_R2 = inv_R * inv_R;
-      const float inv_R3 = inv_R * inv_R2;
-      float fx = -m.mass * inv_R3 * rx, fy = -m.mass * inv_R3 * ry, fz = -m.mass * inv_R3 * rz;
-      float ph = -m.mass * inv_R;
-      if (p.quadrupole) {
-        const ct::quadrupole<float> q = ct::traceless_quadrupole(m);
-        const float tr = m.m2[0] + m.m2[3] + m.m2[5];
-        // Q r (xx, xy, xz, yy, yz, zz)
-        const float qx = q.q[0] * rx + q.q[1] * ry + q.q[2] * rz;
-        const float qy = q.q[1] * rx + q.q[3] * ry + q.q[4] * rz;
-        const float qz = q.q[2] * rx + q.q[4] * ry + q.q[5] * rz;
-        const float rqr = rx * qx + ry * qy + rz * qz;
-        const float inv_R5 = inv_R3 * inv_R2;
-        const float inv_R7 = inv_R5 * inv_R2;
-        const float radial = 2.5f * (tr * p.eps2 - rqr) * inv_R7;
-        fx += qx * inv_R5 + radial * rx;
-        fy += qy * inv_R5 + radial * ry;
-        fz += qz * inv_R5 + radial * rz;
-        ph -= 0.5f * (rqr - tr * p.eps2) * inv_R5;
-      }
-      ax += fx;
-      ay += fy;
-      az += fz;
-      phi += ph;
+      add_cell(rx, ry, rz, moments_of(m), p, f);  // accepted: the node's multipole
       continue;
     }
     const std::int32_t children = t.child_count[n];
@@ -132,13 +166,7 @@ CANOPY_HD inline body_force walk_one(const walk_tree& t, std::int32_t self, floa
       for (std::int32_t j = b; j < e; ++j) {
         if (j == self) continue;
         const ct::point q = t.points[j];
-        const float dx = q.x - x, dy = q.y - y, dz = q.z - z;
-        const float inv_R = NBODY_RSQRT(dx * dx + dy * dy + dz * dz + p.eps2);
-        const float w = q.m * inv_R * inv_R * inv_R;
-        ax += w * dx;
-        ay += w * dy;
-        az += w * dz;
-        phi -= q.m * inv_R;
+        add_body(q.x - x, q.y - y, q.z - z, q.m, p.eps2, f);
       }
       continue;
     }
@@ -146,7 +174,7 @@ CANOPY_HD inline body_force walk_one(const walk_tree& t, std::int32_t self, floa
     // Push in reverse so the first child is visited first (depth-first in Morton order).
     for (std::int32_t c = children - 1; c >= 0; --c) stack[top++] = first + c;
   }
-  return body_force{ax, ay, az, phi};
+  return f;
 }
 
 }  // namespace nbody
