@@ -25,6 +25,8 @@
 //
 // The physics (opening_reach, moments_of, add_cell, add_body) is tree_walk.hpp's, shared with the
 // CPU's walk_one.
+//
+// The kernels are static (internal linkage): the example includes this header from one .cu.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -51,7 +53,7 @@ struct alignas(16) walk_cell {
 };
 
 // cells[i] for every node, from the upward pass's payloads, at opening angle 1 / inv_theta.
-__global__ void make_walk_cells_kernel(walk_tree t, std::int32_t nodes, float inv_theta, walk_cell* cells) {
+static __global__ void make_walk_cells_kernel(walk_tree t, std::int32_t nodes, float inv_theta, walk_cell* cells) {
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= nodes) return;
   const ct::multipole<float> m = t.payload[i];
@@ -66,6 +68,12 @@ __global__ void make_walk_cells_kernel(walk_tree t, std::int32_t nodes, float in
   cells[i] = w;
 }
 
+// A group packed in one 64-bit word (one load): (first body << 5) | (count - 1).
+using walk_group = unsigned long long;
+__host__ __device__ constexpr walk_group pack_group(std::int32_t begin, std::int32_t count) {
+  return (static_cast<walk_group>(begin) << 5) | static_cast<walk_group>(count - 1);
+}
+
 namespace detail {
 
 __device__ inline float warp_min(float v) {
@@ -76,16 +84,17 @@ __device__ inline float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-__device__ inline void append_group(int2* groups, std::int32_t* group_count, std::int32_t begin, std::int32_t count) {
-  groups[atomicAdd(group_count, 1)] = make_int2(begin, count);
+__device__ inline void append_group(walk_group* groups, std::int32_t* group_count, std::int32_t begin,
+                                    std::int32_t count) {
+  groups[atomicAdd(group_count, 1)] = pack_group(begin, count);
 }
 
 }  // namespace detail
 
 // The walk's groups (first body, count), appended at an atomic counter by one thread per node of more
-// than 32 bodies (its children's groups) or the root of at most 32: the order of the groups varies from
-// run to run, the groups and so the forces do not.
-__global__ void make_walk_groups_kernel(ct::octree_ref t, int2* groups, std::int32_t* group_count) {
+// than 32 bodies (its children's groups) or the root of at most 32. The order of the appends varies
+// from run to run (the groups and so the forces do not).
+static __global__ void make_walk_groups_kernel(ct::octree_ref t, walk_group* groups, std::int32_t* group_count) {
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= t.node_count) return;
   const std::int32_t count = t.point_count[i];
@@ -124,8 +133,8 @@ inline std::int64_t max_walk_groups(std::int64_t leaves, std::int64_t points) { 
 // out[i] = the force on bodies[i] for every body of the groups. Persistent warps: launch
 // group_walk_warps * 32 threads per block and as many blocks as fit; each warp takes the next group
 // from *next_group (zero before the launch) until *group_count are done.
-__global__ void __launch_bounds__(group_walk_warps * 32)
-    group_walk_kernel(const walk_cell* cells, const float4* bodies, const int2* groups,
+static __global__ void __launch_bounds__(group_walk_warps * 32)
+    group_walk_kernel(const walk_cell* cells, const float4* bodies, const walk_group* groups,
                       const std::int32_t* group_count, std::int32_t* next_group, walk_params p, body_force* out) {
   constexpr int list_capacity = 32 + 8;  // a flush at 32, plus one iteration's accepted nodes
   __shared__ std::uint32_t stack_memory[group_walk_warps][group_walk_stack];
@@ -155,18 +164,18 @@ __global__ void __launch_bounds__(group_walk_warps * 32)
     if (lane == 0) g = atomicAdd(next_group, 1);
     g = __shfl_sync(all, g, 0);
     if (g >= groups_total) return;  // the whole warp
-    const int2 group = groups[g];
-    const std::int32_t self = group.x + lane;
-    const bool valid = lane < group.y;
+    const walk_group key = groups[g];
+    const auto group_begin = static_cast<std::int32_t>(key >> 5);
+    const int group_size = static_cast<int>(key & 31u) + 1;
+    const std::int32_t self = group_begin + lane;
+    const bool valid = lane < group_size;
     // A lane past the group's end stands on its first body (it keeps the box, writes nothing).
-    const float4 me = bodies[valid ? self : group.x];
+    const float4 me = bodies[valid ? self : group_begin];
 
-    // The group's box: centre and half extent per axis.
+    // The group's box.
     const float lox = detail::warp_min(me.x), hix = detail::warp_max(me.x);
     const float loy = detail::warp_min(me.y), hiy = detail::warp_max(me.y);
     const float loz = detail::warp_min(me.z), hiz = detail::warp_max(me.z);
-    const float gcx = 0.5f * (lox + hix), gcy = 0.5f * (loy + hiy), gcz = 0.5f * (loz + hiz);
-    const float ghx = 0.5f * (hix - lox), ghy = 0.5f * (hiy - loy), ghz = 0.5f * (hiz - loz);
 
     int top = 1, listed = 0;
     if (lane == 0) stack[0] = 0u;  // the root alone: first 0, count 1
@@ -184,10 +193,11 @@ __global__ void __launch_bounds__(group_walk_warps * 32)
       if (lane < count) {
         com = cells[first + lane].com_reach2;
         links = cells[first + lane].links;
-        // Distance from the centre of mass to the nearest point of the group's box.
-        const float dx = fmaxf(fabsf(com.x - gcx) - ghx, 0.f);
-        const float dy = fmaxf(fabsf(com.y - gcy) - ghy, 0.f);
-        const float dz = fmaxf(fabsf(com.z - gcz) - ghz, 0.f);
+        // Distance from the centre of mass to the nearest point of the group's box, from the box's
+        // bounds (a centre and half extent would round, and could make it exceed a body's own).
+        const float dx = fmaxf(fmaxf(lox - com.x, com.x - hix), 0.f);
+        const float dy = fmaxf(fmaxf(loy - com.y, com.y - hiy), 0.f);
+        const float dz = fmaxf(fmaxf(loz - com.z, com.z - hiz), 0.f);
         accept = dx * dx + dy * dy + dz * dz > com.w;
         open_node = !accept && links.y > 0;
         open_leaf = !accept && links.y == 0 && links.z > 0;

@@ -209,11 +209,13 @@ class gpu_resident final : public resident_sim {
     }
   }
 
-  // The walk's groups of the current tree (forces_at reuses them).
+  // The walk's groups of the current tree (forces_at reuses them), in the order the threads appended
+  // them. Sorting them into Morton order (so that warps running at once walk nearby groups) was
+  // measured: no faster (bench/RESULTS.md, thirteenth session).
   void make_groups() {
     const ct::octree_ref t = built_.tree.ref();
     const auto capacity = static_cast<std::size_t>(max_walk_groups(t.leaf_count, t.point_total));
-    if (groups_.size() < capacity) groups_ = canopy::device_buffer<int2>(capacity + capacity / 4);
+    if (groups_.size() < capacity) groups_ = canopy::device_buffer<walk_group>(capacity + capacity / 4);
     CANOPY_CUDA_TRY(cudaMemsetAsync(counters_.data(), 0, counters_.bytes(), stream_.s));
     make_walk_groups_kernel<<<static_cast<unsigned>((t.node_count + body_block - 1) / body_block), body_block, 0,
                               stream_.s>>>(t, groups_.data(), counters_.data());
@@ -293,7 +295,7 @@ class gpu_resident final : public resident_sim {
   canopy::device_buffer<float4> vel_, spare_vel_;
   canopy::device_buffer<body_force> force_;
   canopy::device_buffer<double> sums_;
-  canopy::device_buffer<int2> groups_;            // the walk's groups (first body, count)
+  canopy::device_buffer<walk_group> groups_;  // the walk's groups
   canopy::device_buffer<std::int32_t> counters_;  // group count, next group to walk (start() makes them)
   canopy::device_buffer<walk_cell> cells_;  // per node, for the walk
   unsigned walk_blocks_ = 0;                      // persistent walk grid (0: not yet known)

@@ -576,8 +576,10 @@ void validate(const sim_options& o) {
   if (o.steps < 1) throw std::invalid_argument(fmt::format("--steps must be at least 1, not {}", o.steps));
   if (o.diag_every < 0) throw std::invalid_argument(fmt::format("--diag-every must be at least 0, not {}", o.diag_every));
   if (!(std::isfinite(o.dt) && o.dt > 0)) throw std::invalid_argument(fmt::format("--dt must be a positive number, not {}", o.dt));
-  if (!(std::isfinite(o.theta) && o.theta > 0 && o.theta <= 2))
-    throw std::invalid_argument(fmt::format("--theta must be in (0, 2], not {}", o.theta));
+  if (!(std::isfinite(o.theta) && o.theta > 0 && o.theta <= max_theta))
+    throw std::invalid_argument(fmt::format(
+        "--theta must be in (0, 2/sqrt(3) = 1.1547] (above it a node could be taken whole by a body inside it), not {}",
+        o.theta));
   if (!(std::isfinite(o.softening) && o.softening >= 0))
     throw std::invalid_argument(fmt::format("--softening must be a number >= 0, not {}", o.softening));
   if (o.max_leaf < 1) throw std::invalid_argument(fmt::format("--max-leaf must be at least 1, not {}", o.max_leaf));

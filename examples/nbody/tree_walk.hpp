@@ -24,8 +24,9 @@
 // the centre of mass when
 //   d > s / theta + delta.
 // Plain s / d < theta can accept a node that contains the body (a com near a corner and theta
-// above 1/sqrt(3)); the delta term rules that out for any theta, because then d <= the box's
-// half-diagonal + delta.
+// above 1/sqrt(3)). With the delta term that needs d <= the box's half-diagonal + delta, at most
+// (sqrt(3) / 2) s + delta, so it cannot happen for theta <= 2 / sqrt(3) (about 1.155), the largest
+// theta the example accepts (max_theta).
 #pragma once
 
 #include <canopy/config.hpp>
@@ -53,6 +54,10 @@ namespace ct = canopy::trees;
 struct alignas(16) body_force {
   float ax, ay, az, phi;
 };
+
+// The largest opening angle for which the criterion below never accepts a node that contains the
+// body: 2 / sqrt(3).
+inline constexpr double max_theta = 1.1547005383792515;
 
 struct walk_params {
   float theta = 0.5f;       // opening angle
