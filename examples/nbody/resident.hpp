@@ -6,16 +6,16 @@
 //   build      trees::device_octree_builder: the octree of the new positions, bodies in Morton
 //              order
 //   reorder    the velocities follow their bodies through the builder's permutation (one gather)
-//   graph      the upward pass's task graph built from the device tree (upward_runner::set_tree)
+//   graph      the upward pass's task graph from the builder's arrays (upward_runner::set_tree)
 //   accumulate the upward pass: Canopy's persistent kernel (upward_runner::run_async)
 //   forces     the walk's groups and cells, then the group walk (group_walk.cuh): a warp per group
 //              of at most 32 bodies
 //   kick       kick v += a dt/2, and when asked the kinetic and potential energy sums (one kernel)
 //
-// Host waits inside a step: the builder's one (it needs the node count to size the node arrays)
-// and the graph build's (device_pass_graphs.cuh); nothing is copied to the host except the two
-// energy sums on a diagnostic step. Because of those waits a step cannot be captured into a CUDA
-// graph. step() returns once the step is enqueued; times() and energies() wait for it.
+// Host waits inside a step: one, the builder's (it needs the node count to size the node arrays);
+// the graph is copied from the builder's arrays with no wait (upward_runner::set_tree of the whole
+// built_device_octree), and nothing is copied to the host except the two energy sums on a
+// diagnostic step. Because of the builder's wait a step cannot be captured into a CUDA graph. step() returns once the step is enqueued; times() and energies() wait for it.
 //
 // Plain C++ interface, so simulation.cpp compiles with g++ whether or not the CUDA part is built.
 #pragma once

@@ -38,17 +38,23 @@ static_assert(sizeof(ct::point) == sizeof(float4) && alignof(ct::point) == align
 
 unsigned body_grid(std::int32_t n) { return static_cast<unsigned>((n + body_block - 1) / body_block); }
 
-// Kick v += a half_dt, then drift x += v dt (the first half of leapfrog's kick-drift-kick).
-__global__ void kick_drift_kernel(ct::point* pos, float4* vel, const body_force* f, std::int32_t n, float half_dt,
-                                  float dt) {
-  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i >= n) return;
+// v += a half_dt, stored; returns the new velocity.
+__device__ inline float4 kick(float4* vel, const body_force* f, std::int32_t i, float half_dt) {
   float4 v = vel[i];
   const body_force a = f[i];
   v.x += a.ax * half_dt;
   v.y += a.ay * half_dt;
   v.z += a.az * half_dt;
   vel[i] = v;
+  return v;
+}
+
+// Kick v += a half_dt, then drift x += v dt (the first half of leapfrog's kick-drift-kick).
+__global__ void kick_drift_kernel(ct::point* pos, float4* vel, const body_force* f, std::int32_t n, float half_dt,
+                                  float dt) {
+  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n) return;
+  const float4 v = kick(vel, f, i, half_dt);
   ct::point p = pos[i];
   p.x += v.x * dt;
   p.y += v.y * dt;
@@ -71,15 +77,10 @@ __global__ void __launch_bounds__(body_block) kick_energy_kernel(const ct::point
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   double kinetic = 0, potential = 0;
   if (i < n) {
-    float4 v = vel[i];
-    const body_force a = f[i];
-    v.x += a.ax * half_dt;
-    v.y += a.ay * half_dt;
-    v.z += a.az * half_dt;
-    vel[i] = v;
+    const float4 v = kick(vel, f, i, half_dt);
     const double m = pos[i].m;
     kinetic = 0.5 * m * (double(v.x) * v.x + double(v.y) * v.y + double(v.z) * v.z);
-    potential = 0.5 * m * double(a.phi);
+    potential = 0.5 * m * double(f[i].phi);
   }
   if (sums == nullptr) return;  // uniform across the grid
   const double k = reduce(storage).Sum(kinetic);
@@ -269,7 +270,7 @@ class gpu_resident final : public resident_sim {
     if (!runner_)
       runner_.emplace(built_.tree, payloads_, pass_options_, s);
     else
-      runner_->set_tree(built_.tree, payloads_, s);
+      runner_->set_tree(built_, payloads_, s);  // the builder's own tree: its graph with no host wait
     events_[4].record(s);
     runner_->run_async(s);
     events_[5].record(s);

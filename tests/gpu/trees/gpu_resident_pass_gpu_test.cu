@@ -4,11 +4,13 @@
 // with run_async on one stream, payloads left in device memory. Checked against the double
 // reference over the host-built tree (the builders agree node for node: their own test), for both
 // task kinds and every mode, then a second, larger point set through set_tree (a simulation's
-// next step). Label `gpu`.
+// next step), both overloads: the device tree, and the builder's whole result (node tasks: the
+// graph copied from the builder's arrays, no host wait). Label `gpu`.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "canopy/cuda/device_buffer.hpp"
@@ -63,8 +65,10 @@ TEST_F(gpu_resident_pass, every_kind_and_mode_from_device_points) {
 TEST_F(gpu_resident_pass, set_tree_moves_the_runner_to_the_next_steps_tree) {
   cudaStream_t stream = nullptr;
   CANOPY_TEST_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (const ct::pass_tasks kind : ct::all_pass_tasks) {
-    SCOPED_TRACE(std::string(ct::to_string(kind)));
+  std::vector<std::pair<ct::pass_tasks, bool>> cases;  // every kind, each through both overloads
+  for (const ct::pass_tasks kind : ct::all_pass_tasks) cases.insert(cases.end(), {{kind, false}, {kind, true}});
+  for (const auto& [kind, whole_build] : cases) {
+    SCOPED_TRACE(std::string(ct::to_string(kind)) + (whole_build ? ", set_tree(built)" : ", set_tree(built.tree)"));
     ct::device_octree_builder builder;
     ct::built_device_octree built;
     // Steps of different sizes and shapes: smaller and larger trees than the first.
@@ -79,7 +83,10 @@ TEST_F(gpu_resident_pass, set_tree_moves_the_runner_to_the_next_steps_tree) {
         d_points = canopy::device_buffer<ct::point>(steps[s]);
         builder.build_into(d_points.data(), steps[s].size(), build, built, stream);
         if (payloads.size() < built.tree.node_count()) payloads = ct::device_payloads<float>(built.tree.node_count());
-        pass.set_tree(built.tree, payloads, stream);
+        if (whole_build)
+          pass.set_tree(built, payloads, stream);
+        else
+          pass.set_tree(built.tree, payloads, stream);
       }
       pass.run_async(stream);
       CANOPY_TEST_CUDA(cudaStreamSynchronize(stream));
@@ -97,6 +104,12 @@ TEST_F(gpu_resident_pass, set_tree_on_a_host_trees_runner_is_refused) {
   const ct::device_octree d(tree);
   ct::device_payloads<float> payloads(d.node_count());
   EXPECT_THROW(pass.set_tree(d, payloads), std::logic_error);
+  const std::vector<ct::point> points = ct::generate_uniform(100, 3);
+  const canopy::device_buffer<ct::point> d_points(points);
+  ct::device_octree_builder builder;
+  const ct::built_device_octree built = builder.build(d_points.data(), points.size(), build);
+  ct::device_payloads<float> built_payloads(built.tree.node_count());
+  EXPECT_THROW(pass.set_tree(built, built_payloads), std::logic_error);
 }
 
 }  // namespace

@@ -23,6 +23,10 @@ struct upward_runner::engine {
   virtual void set_tree(const device_octree&, device_payloads<float>&, CUstream_st*) {
     throw std::logic_error("upward_runner: set_tree needs a runner made from a device tree");
   }
+  // built_device_octree is complete only where CUDA is (the gpu engine overrides this).
+  virtual void set_built_tree(const built_device_octree&, device_payloads<float>&, CUstream_st*) {
+    throw std::logic_error("upward_runner: set_tree needs a runner made from a device tree");
+  }
   virtual void set_mode(canopy::mode m) = 0;
   virtual void poison() = 0;
   virtual std::vector<multipole<float>> download() const = 0;

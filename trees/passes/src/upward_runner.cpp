@@ -123,6 +123,9 @@ canopy::run_result upward_runner::last_result() const { return engine_->last_res
 void upward_runner::set_tree(const device_octree& device_tree, device_payloads<float>& payloads, CUstream_st* stream) {
   engine_->set_tree(device_tree, payloads, stream);
 }
+void upward_runner::set_tree(const built_device_octree& built, device_payloads<float>& payloads, CUstream_st* stream) {
+  engine_->set_built_tree(built, payloads, stream);
+}
 void upward_runner::set_mode(canopy::mode m) { engine_->set_mode(m); }
 void upward_runner::poison() { engine_->poison(); }
 std::vector<multipole<float>> upward_runner::download() const { return engine_->download(); }

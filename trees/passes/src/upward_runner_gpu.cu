@@ -4,6 +4,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -123,6 +124,18 @@ class gpu_engine final : public upward_runner::engine {
     data_ = std::move(data);
     ops_ = make_ops(data_, task_data_);
   }
+  void set_built_tree(const built_device_octree& built, device_payloads<float>& payloads, CUstream_st* stream) override {
+    if constexpr (std::is_same_v<Kind, detail::node_pass>) {
+      if (!device_tree_) upward_runner::engine::set_tree(built.tree, payloads, stream);  // throws: a host tree's runner
+      gpu_pass_data data(built.tree, payloads);
+      make_device_upward_graph(built, trusted_graph_, stream);  // no host wait: the builder's arrays, copied
+      sched_.set_graph(trusted_graph_, stream);                   // waits only when its queues must grow
+      data_ = std::move(data);
+      ops_ = make_ops(data_, task_data_);
+    } else {
+      set_tree(built.tree, payloads, stream);
+    }
+  }
   timed_run run_timed() override {
     start_.record();
     timed_run t{sched_.run(ops_), 0};
@@ -168,6 +181,7 @@ class gpu_engine final : public upward_runner::engine {
   upward_options options_;                  // set_tree's graph builds use it
   bool device_tree_ = false;                 // made from a device tree: set_tree allowed
   canopy::device_graph_workspace workspace_;  // the graph builds' scratch, kept between set_tree calls
+  canopy::device_task_graph trusted_graph_;  // set_tree(built_device_octree): the graph, its arrays reused
 };
 
 }  // namespace

@@ -38,6 +38,7 @@ struct CUstream_st;
 namespace canopy::trees {
 
 class device_octree;
+struct built_device_octree;
 template <class T>
 class device_payloads;
 
@@ -133,6 +134,12 @@ class upward_runner {
   /// its memory. The lanes stay those of the first tree. Throws std::logic_error for a runner
   /// made from a host octree.
   void set_tree(const device_octree& device_tree, device_payloads<float>& payloads, CUstream_st* stream = nullptr);
+  /// The same for a tree device_octree_builder wrote (unmodified since), with no host wait for node
+  /// tasks: the graph is copied from the builder's arrays on `stream`
+  /// (make_device_upward_graph(built, graph, stream) into a graph the runner keeps), so a
+  /// simulation step of build, set_tree and run_async waits for the host only in the builder.
+  /// Other task kinds build their graph as the device_octree overload does (twig: host waits).
+  void set_tree(const built_device_octree& built, device_payloads<float>& payloads, CUstream_st* stream = nullptr);
 
   /// The mode of the next runs; the graph, uploads and device state are kept.
   void set_mode(canopy::mode m);
