@@ -2,7 +2,9 @@
 // The GoogleTest side of GPU tests, on the public CUDA layer (canopy/cuda/: canopy::device_buffer,
 // canopy::cuda_message, canopy::gpu_available, CANOPY_CUDA_TRY). Header-only; needs GoogleTest.
 //
-//  * CANOPY_SKIP_WITHOUT_GPU(): GTEST_SKIP()s the current test when there is no device.
+//  * CANOPY_SKIP_WITHOUT_GPU(): GTEST_SKIP()s the current test when the machine has no GPU (no
+//    device, or no driver: means_no_gpu), and fails it for any other CUDA error (a broken driver
+//    or device is a failure to see, not a reason to skip).
 //  * canopy::test::gpu_test: a fixture whose SetUp skips without a device and whose TearDown
 //    checks cudaDeviceSynchronize() and cudaGetLastError(), so an asynchronous kernel error
 //    (a trap, an illegal address) fails the test that caused it, not a later one.
@@ -20,9 +22,26 @@
 #include "canopy/cuda/device_buffer.hpp"
 #include "canopy/cuda/error.hpp"
 
-#define CANOPY_SKIP_WITHOUT_GPU()                                    \
-  do {                                                               \
-    if (!::canopy::gpu_available()) GTEST_SKIP() << "no CUDA device"; \
+namespace canopy::test {
+/// Whether cudaGetDeviceCount's answer means "this machine has no GPU", the only reason a GPU test
+/// may skip: no device (cudaErrorNoDevice, or success with none), or no driver
+/// (cudaErrorInsufficientDriver, what a machine without the NVIDIA driver answers).
+inline bool means_no_gpu(cudaError_t error, int count) {
+  return error == cudaErrorNoDevice || error == cudaErrorInsufficientDriver || (error == cudaSuccess && count == 0);
+}
+}  // namespace canopy::test
+
+#define CANOPY_SKIP_WITHOUT_GPU()                                                                         \
+  do {                                                                                                    \
+    int canopy_device_count_ = 0;                                                                         \
+    const cudaError_t canopy_count_err_ = cudaGetDeviceCount(&canopy_device_count_);                      \
+    if (::canopy::test::means_no_gpu(canopy_count_err_, canopy_device_count_)) {                          \
+      (void)cudaGetLastError();                                                                           \
+      GTEST_SKIP() << "no CUDA device (" << ::canopy::cuda_message(canopy_count_err_) << ")";             \
+    }                                                                                                     \
+    ASSERT_EQ(canopy_count_err_, cudaSuccess)                                                             \
+        << "cudaGetDeviceCount: " << ::canopy::cuda_message(canopy_count_err_)                            \
+        << " (a CUDA error other than a missing device or driver: the test fails instead of skipping)"; \
   } while (0)
 
 #define CANOPY_TEST_CUDA(expr)                                                                          \

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // device_octree / device_payloads / octree_ref: the device copies equal the host arrays, the ref
 // works by value in a user's own kernel, ownership moves, bad input and CUDA failures throw typed
-// errors. Label `gpu`; the tests that need a device skip themselves without one.
+// errors; and the GPU test support's skip rule. Label `gpu`; the tests that need a device skip
+// themselves without one.
 #include <gtest/gtest.h>
 
 #include <canopy/passes/device_octree.cuh>
@@ -37,6 +38,18 @@ std::vector<T> download(const T* device, std::size_t n) {
     if (err != cudaSuccess) throw std::runtime_error(std::string("cudaMemcpy: ") + cudaGetErrorString(err));
   }
   return host;
+}
+
+// The test support's skip rule (gpu_test.hpp), with no device needed: only a missing device or a
+// missing driver skips; any other CUDA error must fail the GPU tests instead of hiding them.
+TEST(GpuTestSupport, OnlyAMissingDeviceOrDriverSkips) {
+  EXPECT_TRUE(canopy::test::means_no_gpu(cudaErrorNoDevice, 0));
+  EXPECT_TRUE(canopy::test::means_no_gpu(cudaErrorInsufficientDriver, 0));
+  EXPECT_TRUE(canopy::test::means_no_gpu(cudaSuccess, 0));
+  EXPECT_FALSE(canopy::test::means_no_gpu(cudaSuccess, 1));
+  for (const cudaError_t broken : {cudaErrorUnknown, cudaErrorSystemDriverMismatch, cudaErrorInitializationError,
+                                   cudaErrorDevicesUnavailable, cudaErrorCompatNotSupportedOnDevice})
+    EXPECT_FALSE(canopy::test::means_no_gpu(broken, 0)) << cudaGetErrorName(broken);
 }
 
 bool same_points(const std::vector<ct::point>& a, const std::vector<ct::point>& b) {
