@@ -503,7 +503,9 @@ def accumulate_device(points, max_leaf=32, max_depth=21, *, mode="continuation",
     """Builds the octree of device points on the GPU and runs the gpu upward pass there, copying
     nothing to the host. ``points``: an (n, 4) float32 C-ordered array on a CUDA device, through
     ``__dlpack__`` (CuPy, PyTorch, JAX) or ``__cuda_array_interface__`` (Numba). Work runs on the
-    legacy default stream (it waits for other blocking streams). Returns a DevicePass."""
+    legacy default stream (it waits for other blocking streams); an interface's ``stream`` (version
+    3) is synchronised first, so work still writing the points on a non-blocking stream finishes
+    before they are read. Returns a DevicePass."""
     if not hasattr(_canopy, "device_accumulate"):
         raise BackendUnavailableError("accumulate_device: this canopy module was built without CUDA support "
                                       "(CANOPY_GPU=OFF)")
@@ -521,8 +523,14 @@ def accumulate_device(points, max_leaf=32, max_depth=21, *, mode="continuation",
             cai = points.__cuda_array_interface__
             if cai.get("typestr") != "<f4" or cai.get("strides") not in (None, (16, 4)):
                 raise InputError.of("points", "device points must be C-ordered little-endian float32")
-            r = _canopy.device_accumulate_pointer(int(cai["data"][0]), int(shape[0]), int(max_leaf), int(max_depth),
-                                                  tasks, *sched)
+            # Version 3's stream: None (or absent) when the data is ready; else the stream the
+            # producer's work on it runs on, which the module waits for. 0 is not allowed.
+            stream = cai.get("stream")
+            if stream is not None and (not isinstance(stream, int) or stream <= 0):
+                raise InputError.of("points", f"__cuda_array_interface__ stream must be None or a positive "
+                                              f"integer, not {stream!r}")
+            r = _canopy.device_accumulate_pointer(int(cai["data"][0]), int(shape[0]), int(stream or 0),
+                                                  int(max_leaf), int(max_depth), tasks, *sched)
         else:
             raise InputError.of("points", "not a device array (no __dlpack__ on a CUDA device, no "
                                           "__cuda_array_interface__): use build_octree() and accumulate()")

@@ -188,15 +188,25 @@ void bind_device(nb::module_& m) {
     return run_device_pass(points.data(), points.shape(0), {max_leaf, max_depth}, tasks, scheduler);
   }, nb::arg("points"), nb::arg("max_leaf"), nb::arg("max_depth"), nb::arg("tasks"), CANOPY_PY_SCHEDULER_ARGS);
   // __cuda_array_interface__ (no DLPack): the Python layer checked shape (n, 4), typestr <f4 and
-  // C order, and passes the pointer.
-  m.def("device_accumulate_pointer", [](std::uintptr_t pointer, std::size_t n, int max_leaf, int max_depth,
-                                        const std::string& tasks, const std::string& mode,
-                                        const std::string& push_policy, int blocks, int threads,
-                                        std::int32_t queue_capacity, double deadline_ms) {
+  // C order, and passes the pointer and the interface's stream (version 3: the producer's work on
+  // that stream may still be writing the array; 0 here = none given, data ready). The pass runs on
+  // the legacy default stream, which does not wait for non-blocking streams or the per-thread
+  // default stream, so the producer's stream is synchronised first.
+  m.def("device_accumulate_pointer", [](std::uintptr_t pointer, std::size_t n, std::uintptr_t producer_stream,
+                                        int max_leaf, int max_depth, const std::string& tasks,
+                                        const std::string& mode, const std::string& push_policy, int blocks,
+                                        int threads, std::int32_t queue_capacity, double deadline_ms) {
     const auto scheduler = scheduler_options_from(mode, push_policy, blocks, threads, queue_capacity, deadline_ms);
     nb::gil_scoped_release unlocked;
+    if (producer_stream != 0) {
+      // The interface's encoding: 1 the legacy default stream, 2 the per-thread default stream.
+      const cudaStream_t s = producer_stream == 1   ? cudaStreamLegacy
+                             : producer_stream == 2 ? cudaStreamPerThread
+                                                    : reinterpret_cast<cudaStream_t>(producer_stream);
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(s));
+    }
     return run_device_pass(reinterpret_cast<const float*>(pointer), n, {max_leaf, max_depth}, tasks, scheduler);
-  }, nb::arg("pointer"), nb::arg("n"), nb::arg("max_leaf"), nb::arg("max_depth"), nb::arg("tasks"),
+  }, nb::arg("pointer"), nb::arg("n"), nb::arg("stream"), nb::arg("max_leaf"), nb::arg("max_depth"), nb::arg("tasks"),
      CANOPY_PY_SCHEDULER_ARGS);
 }
 

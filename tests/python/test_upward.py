@@ -137,3 +137,60 @@ def test_device_arrays_stay_on_the_device():
     tree, moments = r.download()
     np.testing.assert_array_equal(cupy.asnumpy(r.parent), tree.parent)
     np.testing.assert_array_equal(cupy.asnumpy(r.m2), moments["m2"])
+
+
+class _Cai:
+    """Only a ``__cuda_array_interface__`` (version 3, with ``stream``) over a CuPy array, as Numba
+    and other producers expose device arrays: no ``__dlpack__``."""
+
+    def __init__(self, array, stream):
+        self.shape, self.dtype, self._array = array.shape, array.dtype, array
+        self.__cuda_array_interface__ = dict(array.__cuda_array_interface__, version=3, stream=stream)
+
+
+@pytest.mark.gpu
+def test_cuda_array_interface_points_match_the_dlpack_path():
+    cupy = pytest.importorskip("cupy")
+    points = cupy.asarray(canopy.generate("plummer", 20000, seed=6))
+    via_cai = canopy.accumulate_device(_Cai(points, None), max_leaf=16)
+    via_dlpack = canopy.accumulate_device(points, max_leaf=16)
+    assert via_cai.validate()
+    np.testing.assert_array_equal(cupy.asnumpy(via_cai.parent), cupy.asnumpy(via_dlpack.parent))
+    np.testing.assert_array_equal(cupy.asnumpy(via_cai.m2), cupy.asnumpy(via_dlpack.m2))
+
+
+@pytest.mark.gpu
+def test_cuda_array_interface_stream_is_waited_for():
+    # The points are still being written on a non-blocking stream (behind a kernel that spins for
+    # about 0.1 s) when they are handed over with that stream in the interface. The pass runs on
+    # the legacy default stream, which does not wait for a non-blocking one: without a wait for
+    # the interface's stream it could read the zeros (total mass 0, not 1). Today the pass's fresh
+    # builder also synchronises the device when it allocates (cudaFree), which hides the race
+    # (bench/results/h100_session13_python/race_without_sync.py); this test holds the promise if
+    # that side effect goes.
+    cupy = pytest.importorskip("cupy")
+    source = cupy.asarray(canopy.generate("plummer", 50000, seed=7))
+    points = cupy.zeros_like(source)
+    cupy.cuda.Device().synchronize()
+    spin = cupy.RawKernel(r'''
+        extern "C" __global__ void spin(long long cycles) {
+          const long long start = clock64();
+          while (clock64() - start < cycles) {}
+        }''', "spin")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        spin((1,), (1,), (cupy.int64(200_000_000),))
+        points[...] = source
+    r = canopy.accumulate_device(_Cai(points, stream.ptr), max_leaf=16)
+    assert int(r.count[0]) == 50000
+    assert float(r.mass[0]) == pytest.approx(1.0, rel=1e-5)
+    assert r.validate()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("stream", [0, -1, "1"])
+def test_cuda_array_interface_bad_stream_is_an_input_error(stream):
+    cupy = pytest.importorskip("cupy")
+    points = cupy.asarray(canopy.generate("uniform", 100, seed=1))
+    with pytest.raises(canopy.InputError, match="stream"):
+        canopy.accumulate_device(_Cai(points, stream), max_leaf=16)
