@@ -32,10 +32,11 @@ namespace {
 
 namespace ct = canopy::trees;
 
-constexpr int body_block = 256;
+constexpr int body_block = 256;  // threads per block of the per-body and per-node kernels
 // The walk reads the tree's points as float4 (x, y, z, m).
 static_assert(sizeof(ct::point) == sizeof(float4) && alignof(ct::point) == alignof(float4));
 
+// Blocks of body_block threads for n items (bodies or nodes).
 unsigned body_grid(std::int32_t n) { return static_cast<unsigned>((n + body_block - 1) / body_block); }
 
 // v += a half_dt, stored; returns the new velocity.
@@ -218,8 +219,7 @@ class gpu_resident final : public resident_sim {
     const auto capacity = static_cast<std::size_t>(max_walk_groups(t.leaf_count, t.point_total));
     if (groups_.size() < capacity) groups_ = canopy::device_buffer<walk_group>(capacity + capacity / 4);
     CANOPY_CUDA_TRY(cudaMemsetAsync(counters_.data(), 0, counters_.bytes(), stream_.s));
-    make_walk_groups_kernel<<<static_cast<unsigned>((t.node_count + body_block - 1) / body_block), body_block, 0,
-                              stream_.s>>>(t, groups_.data(), counters_.data());
+    make_walk_groups_kernel<<<body_grid(t.node_count), body_block, 0, stream_.s>>>(t, groups_.data(), counters_.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
   }
 
@@ -229,8 +229,8 @@ class gpu_resident final : public resident_sim {
     const walk_tree view{t.points, t.first_child, t.child_count, t.point_begin, t.point_count, payloads_.data()};
     if (cells_.size() < static_cast<std::size_t>(t.node_count))
       cells_ = canopy::device_buffer<walk_cell>(static_cast<std::size_t>(t.node_count) + t.node_count / 4);
-    make_walk_cells_kernel<<<static_cast<unsigned>((t.node_count + body_block - 1) / body_block), body_block, 0,
-                             stream_.s>>>(view, t.node_count, 1.0f / p.theta, cells_.data());
+    make_walk_cells_kernel<<<body_grid(t.node_count), body_block, 0, stream_.s>>>(view, t.node_count, 1.0f / p.theta,
+                                                                                 cells_.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
     if (walk_blocks_ == 0) {
       int per_sm = 0;
