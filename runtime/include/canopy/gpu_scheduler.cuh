@@ -217,6 +217,13 @@ class gpu_scheduler {
   /// streams with events). Throws canopy::error before enqueueing anything when the run cannot
   /// start (invalid_argument: the grid does not fit, or another host thread is inside run() or
   /// run_async() of this scheduler; device_error: a CUDA call failed).
+  ///
+  /// Beside other kernels: the launch is cooperative, so the run's blocks start only when all of
+  /// them can be resident. A run whose grid needs SMs that another kernel holds (the default
+  /// grid, blocks = 0, needs all of them) waits on the device, running no task, until that kernel
+  /// leaves them; the deadline counts from the blocks' start, so the wait is not part of it. To
+  /// run beside a long kernel, size `blocks` to the SMs it leaves free: such a run starts at once.
+  /// (tests/gpu/stress/scheduler_limits_gpu_test.cu, BesideASpinner, tests both on an H100.)
   template <class Ops>
   run_ticket run_async(const Ops& ops, cudaStream_t stream = nullptr);
 
@@ -522,6 +529,13 @@ run_ticket gpu_scheduler::run_async(const Ops& ops, cudaStream_t stream) {
   return enqueue(ops, stream);
 }
 
+namespace detail {
+/// Set by the process's first launch of a persistent kernel: from then on CUDA refuses to resize the
+/// device heap (the mutex mode's queue nodes), so the mutex mode stops asking (one flag for the
+/// process, not per device: a refused request is harmless, only reported).
+inline std::atomic<bool> device_heap_fixed{false};
+}  // namespace detail
+
 template <class Ops>
 run_ticket gpu_scheduler::enqueue(const Ops& ops, cudaStream_t stream) {
   static_assert(std::is_trivially_copyable_v<Ops>, "Ops is passed to the kernel by value: it must be trivially copyable");
@@ -547,10 +561,15 @@ run_ticket gpu_scheduler::enqueue(const Ops& ops, cudaStream_t stream) {
     // heap grow only before the first kernel that calls malloc; after that we run with what there
     // is, and an exhausted heap is reported as QueueOverflow. (Not while capturing: the limit is
     // device-wide state, not a stream operation.)
+    // Once any of Canopy's kernels has been launched the heap is fixed (the module holding them
+    // uses malloc; measured on an H100, CUDA 13), and asking would only make CUDA report an error,
+    // which compute-sanitizer lists: so it is asked only before the process's first launch.
     const std::size_t need = (static_cast<std::size_t>(task_count_) + 1024) * 64 + (8u << 20);
     std::size_t have = 0;
     cuda_check(cudaDeviceGetLimit(&have, cudaLimitMallocHeapSize), "cudaDeviceGetLimit");
-    if (need > have && cudaDeviceSetLimit(cudaLimitMallocHeapSize, need) != cudaSuccess) (void)cudaGetLastError();
+    if (need > have && !detail::device_heap_fixed.load(std::memory_order_relaxed) &&
+        cudaDeviceSetLimit(cudaLimitMallocHeapSize, need) != cudaSuccess)
+      (void)cudaGetLastError();  // a kernel of the caller's used malloc first: run with the heap there is
   }
   last_grid_ = grid;
   // The limit is the kernel's, shared by every scheduler of the process: another scheduler may
@@ -571,6 +590,7 @@ run_ticket gpu_scheduler::enqueue(const Ops& ops, cudaStream_t stream) {
     --enqueued_;
     throw error(status::device_error, std::string("persistent kernel: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
   }
+  detail::device_heap_fixed.store(true, std::memory_order_relaxed);
   return ticket;
 }
 

@@ -22,7 +22,9 @@ struct scheduler_options {
   std::int32_t global_queue_capacity = 0;  ///< 0 = the task count (enough for any run)
   std::int32_t shared_queue_capacity = 0;  ///< per block; 0 = 1024
   std::int32_t private_queue_capacity = 0; ///< per block, in shared memory; 0 = 256
-  /// A run that has not finished by then stops with status::timeout naming a stuck task.
+  /// A run that has not finished by then stops with status::timeout naming a stuck task. GPU:
+  /// counted from the persistent kernel's start on the device (time spent waiting for SMs that
+  /// other kernels hold is not part of it); CPU: from the call.
   std::chrono::milliseconds deadline{10000};
   /// GPU only: the longest an idle block sleeps between two looks at the queues, at most 1 ms;
   /// 0 = automatic (grows with the grid, so that a full grid's polling does not starve the blocks

@@ -181,6 +181,29 @@ struct sixteen_per_group_ops {
   static constexpr int group_size = 16;
   static constexpr int tasks_per_group = 16;
 };
+// Small cases for tools/gpu-check's compute-sanitizer steps (memcheck, racecheck, synccheck over
+// every mode): a tree, a chain and a DAG of a few hundred tasks on 1, 3 and 8 blocks of 128 threads
+// and the mode's own block size, each exact. Small enough that the sanitizers' 10-100x slowdown
+// stays inside a minute over all modes, and the long deadline keeps a slowed run from timing out.
+TEST_P(GpuSchedulerModes, SmallCasesForTheSanitizers) {
+  const mode m = GetParam();
+  std::vector<std::pair<std::string, canopy::task_graph>> graphs;
+  graphs.emplace_back("tree 300", canopy::task_graph::from_parents(canopy::testing::random_tree_parents(300, 9)));
+  graphs.emplace_back("chain 40", canopy::task_graph::from_parents(canopy::test::chain_parents(40)));
+  graphs.emplace_back("dag 300", canopy::task_graph::from_edges(300, canopy::testing::random_dag_edges(300, 4, 10)));
+  for (const auto& [name, g] : graphs) {
+    for (int blocks : {1, 3, 8}) {
+      canopy::scheduler_options opt;
+      opt.mode = m;
+      opt.blocks = blocks;
+      opt.threads_per_block = 128;
+      opt.deadline = std::chrono::seconds(120);
+      scheduler_contract::expect_exact_runs(g, opt, name + ", " + std::to_string(blocks) + " blocks", 1);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST(RunBatchMax, FewSourcesPerBlockMeanSmallerBatches) {
   using canopy::detail::run_batch_max;
   // 256 threads: 16 groups of 16 lanes; 528 blocks.

@@ -3,8 +3,11 @@
 // binaries: gpu_stress_fingerprint_test and gpu_stress_fingerprint_debug_test): every mode, block
 // sizes 64..1024, over a fixed set of graphs. Within a binary every run must be exact (each task
 // once, after its dependencies, with the reference value) and give the same count fingerprint
-// (a hash of every task's execution count and value); tools/gpu-check then compares the
-// fingerprint line the two binaries print, which must be identical.
+// (a hash of every task's execution count and value). That hash cannot differ between builds
+// (it covers values already checked equal to the reference), so the binaries also hash what is
+// not checked bit for bit: the octree upward pass's payloads (PayloadBitsOfEveryModeAndBlockSize).
+// tools/gpu-check compares the count and payload fingerprint lines the two binaries print, which
+// must be identical.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +17,15 @@
 #include <vector>
 
 #include "canopy/gpu_scheduler.cuh"
+#if defined(CANOPY_FINGERPRINT_PAYLOADS)
+#include "canopy/cuda/device_buffer.hpp"
+#include "canopy/passes/device_octree.cuh"
+#include "canopy/passes/twig_pass.hpp"
+#include "canopy/passes/upward_pass.hpp"
+#include "canopy/trees/generators.hpp"
+#include "canopy/trees/octree.hpp"
+#include "canopy/trees/reference.hpp"
+#endif
 #include "stress_common.cuh"
 
 namespace {
@@ -116,5 +128,91 @@ TEST_F(Fingerprint, EveryModeAndBlockSizeGivesTheSameCounts) {
   std::printf("count fingerprint: %016llx\n", static_cast<unsigned long long>(total));
   std::printf("fingerprint runs (%s build): %d configurations exact, %d refused before launch\n", build_kind, ran, refused);
 }
+
+#if defined(CANOPY_FINGERPRINT_PAYLOADS)
+// The octree upward pass's actual output, compared between the builds: the payload bits of every
+// node, for node tasks and twig tasks, every mode and block size, on two trees. These are not
+// checked bit for bit against anything inside a build (only within compare_payloads' bounds of the
+// double reference), so a difference between the release and the -G build (a race the optimiser
+// exposes, an uninitialised register, a lane that publishes early) shows here even when both are
+// inside the bounds. Both binaries are compiled with --fmad=false (CMakeLists.txt): the payload
+// arithmetic is then plain IEEE adds, multiplies and divides in both, and a task merges its
+// children in a fixed order whatever the schedule, so equal inputs give equal bits.
+namespace ct = canopy::trees;
+
+std::uint64_t payload_hash(const std::vector<ct::multipole<float>>& out) {
+  std::uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(out.data());
+  for (std::size_t i = 0; i < out.size() * sizeof(ct::multipole<float>); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  return h;
+}
+
+TEST_F(Fingerprint, PayloadBitsOfEveryModeAndBlockSize) {
+  const std::vector<int> sizes = block_sizes();
+  ASSERT_FALSE(sizes.empty());
+  std::vector<std::pair<std::string, ct::octree>> trees;
+  trees.emplace_back("lattice 3x8", ct::build_octree(ct::generate_lattice(3, 8, 7), {.max_leaf = 8, .max_depth = 21}));
+  trees.emplace_back("plummer 20000", ct::build_octree(ct::generate_plummer(20000, 11), {.max_leaf = 16, .max_depth = 21}));
+  std::uint64_t total = 1469598103934665603ull;
+  int ran = 0;
+  for (const auto& [tree_name, tree] : trees) {
+    const auto ref = ct::reference_upward_pass(tree);
+    ct::device_octree dtree(tree);
+    ct::device_payloads<float> payloads(tree.node_count());
+    const auto t = dtree.ref();
+    const ct::twig_graph tg = ct::make_twig_graph(tree);
+    canopy::device_buffer<ct::twig_task> twig_tasks(tg.tasks);
+    const ct::upward_arrays<float> arrays{t.points, t.first_child, t.child_count, t.point_begin, t.point_count, payloads.data()};
+    const auto node_graph = ct::make_upward_graph(tree);
+    for (const std::string kind : {"node", "twig"}) {
+      for (mode m : canopy::all_modes) {
+        std::uint64_t first = 0;
+        bool have = false;
+        for (int threads : sizes) {
+          canopy::scheduler_options opt;
+          opt.mode = m;
+          opt.threads_per_block = threads;
+          opt.deadline = std::chrono::seconds(60);
+          const std::string what = tree_name + ", " + kind + " tasks, " + std::string(canopy::to_string(m)) + ", " +
+                                   std::to_string(threads) + " threads";
+          std::vector<ct::multipole<float>> poison(static_cast<std::size_t>(tree.node_count()));
+          for (auto& p : poison) p.count = 0xdeadbeef;
+          payloads.upload(poison);
+          canopy::run_result r;
+          int max_blocks = 1;
+          if (kind == "node") {
+            const ct::upward_ops<float, 2> ops{arrays.points, arrays.first_child, arrays.child_count, arrays.point_begin, arrays.point_count,
+                                               arrays.payload};
+            canopy::gpu_scheduler sched(node_graph, opt);
+            max_blocks = sched.max_blocks<decltype(ops)>(m);
+            r = sched.run(ops);
+          } else {
+            const ct::twig_upward_ops<float, 2> ops{twig_tasks.data(), arrays};
+            canopy::gpu_scheduler sched(tg.graph, opt);
+            max_blocks = sched.max_blocks<decltype(ops)>(m);
+            r = sched.run(ops);
+          }
+          if (r.code == canopy::status::invalid_argument && max_blocks == 0) continue;  // refused before launch, as above
+          ASSERT_TRUE(r.ok()) << what << ": " << r.message;
+          const auto out = payloads.download();
+          const auto cmp = ct::compare_payloads<float>(tree, out, ref);
+          ASSERT_TRUE(cmp.within_tolerance) << what << ": " << cmp.summary();
+          const std::uint64_t h = payload_hash(out);
+          if (!have) first = h, have = true;
+          // The merge order is fixed per task, so the schedule (block size) cannot change the bits.
+          EXPECT_EQ(h, first) << what << ": payload bits differ from the first block size's";
+          ++ran;
+        }
+        ASSERT_TRUE(have) << tree_name << ", " << kind << " tasks, " << canopy::to_string(m) << ": no block size ran";
+        std::printf("payloads %-14s %-5s %-14s %016llx\n", tree_name.c_str(), kind.c_str(), std::string(canopy::to_string(m)).c_str(),
+                    static_cast<unsigned long long>(first));
+        total = fnv(total, first);
+      }
+    }
+  }
+  std::printf("payload fingerprint: %016llx\n", static_cast<unsigned long long>(total));
+  std::printf("payload runs (%s build): %d configurations within the reference's bounds\n", build_kind, ran);
+}
+#endif
 
 }  // namespace

@@ -3,10 +3,10 @@
 //   * a grid one block over the co-resident maximum is refused with status invalid_argument
 //     before launch (no task runs), for every mode and block sizes 64..1024, and the maximum
 //     itself runs exactly;
-//   * a run beside another kernel that holds SMs (a spinning kernel on another stream, released
-//     through a flag in mapped host memory) completes or times out cleanly: status ok (exact) or
-//     timeout, and the run returns. A run still going 20 s past its deadline is a hang: the test
-//     then releases the spinner (so the process can end) and fails.
+//   * beside another kernel that holds half the SMs (a spinning kernel on another stream, released
+//     through a flag in mapped host memory, proven resident by its heartbeat): a full grid waits,
+//     runs no task until the SMs are free, and then runs exactly, its deadline counting from its
+//     start; a grid that fits the free SMs runs beside the other kernel (BesideASpinner below).
 #include <gtest/gtest.h>
 
 #include <cuda/atomic>
@@ -14,9 +14,11 @@
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "canopy/cuda/device_buffer.hpp"
 #include "canopy/gpu_scheduler.cuh"
 #include "stress_common.cuh"
 
@@ -67,83 +69,221 @@ TEST_F(SchedulerLimits, OneBlockOverTheCoResidentMaximumIsRefusedBeforeLaunch) {
 }
 
 // Holds its SM until *release is set (or 60 s pass, so that a broken test cannot wedge the GPU).
-__global__ void spinner(const int* release, int* started) {
+// Every block counts itself into started when it begins, keeps beat (the global timer) fresh
+// while it spins, so the host can see it is still resident, and raises ended to the time it leaves.
+struct spinner_flags {
+  int release;
+  int started;
+  unsigned long long beat;   // global timer, written by the spinning blocks
+  unsigned long long ended;  // the latest global timer at which a spinner block left
+};
+
+__global__ void spinner(spinner_flags* f) {
   if (threadIdx.x == 0) {
-    cuda::atomic_ref<int, cuda::thread_scope_system>(*started).fetch_add(1, cuda::std::memory_order_relaxed);
+    cuda::atomic_ref<int, cuda::thread_scope_system>(f->started).fetch_add(1, cuda::std::memory_order_relaxed);
     const std::uint64_t start = canopy::testing::global_ns();
-    while (cuda::atomic_ref<const int, cuda::thread_scope_system>(*release).load(cuda::std::memory_order_relaxed) == 0) {
-      if (canopy::testing::global_ns() - start > 60ull * 1000 * 1000 * 1000) break;
+    for (;;) {
+      const std::uint64_t now = canopy::testing::global_ns();
+      cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(f->beat).store(now, cuda::std::memory_order_relaxed);
+      if (cuda::atomic_ref<const int, cuda::thread_scope_system>(f->release).load(cuda::std::memory_order_relaxed) != 0) break;
+      if (now - start > 60ull * 1000 * 1000 * 1000) break;
       __nanosleep(10000);
     }
+    cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(f->ended)
+        .fetch_max(canopy::testing::global_ns(), cuda::std::memory_order_relaxed);
   }
   __syncthreads();
 }
 
-TEST_F(SchedulerLimits, RunBesideAKernelHoldingSMsCompletesOrTimesOut) {
-  int device = 0;
-  cudaDeviceProp prop{};
-  CANOPY_TEST_CUDA(cudaGetDevice(&device));
-  CANOPY_TEST_CUDA(cudaGetDeviceProperties(&prop, device));
-  int* flags = nullptr;  // [0] release, [1] blocks started; mapped pinned host memory
-  CANOPY_TEST_CUDA(cudaHostAlloc(&flags, 2 * sizeof(int), cudaHostAllocMapped));
-  flags[0] = flags[1] = 0;
-  int* dflags = nullptr;
-  CANOPY_TEST_CUDA(cudaHostGetDevicePointer(&dflags, flags, 0));
-  auto release = [&] { cuda::atomic_ref<int, cuda::thread_scope_system>(flags[0]).store(1, cuda::std::memory_order_relaxed); };
+// mix_ops that also leave, for the host, whether any task has run yet (a plain store to mapped
+// host memory, readable while the kernel runs) and, for after the run, when the first one ran.
+struct watched_ops {
+  canopy::testing::mix_ops inner;
+  int* any_ran;                    // mapped host memory
+  unsigned long long* first_ns;    // device memory, ULLONG_MAX before the run
+  __device__ void operator()(task_id t) const {
+    atomicMin(first_ns, static_cast<unsigned long long>(canopy::testing::global_ns()));
+    if (cuda::atomic_ref<int, cuda::thread_scope_system>(*any_ran).load(cuda::std::memory_order_relaxed) == 0)
+      cuda::atomic_ref<int, cuda::thread_scope_system>(*any_ran).store(1, cuda::std::memory_order_relaxed);
+    inner(t);
+  }
+};
 
-  // One spinner block per SM on half of the SMs: all the shared memory a block may have keeps
-  // any other block off those SMs.
-  const int held = std::max(1, prop.multiProcessorCount / 2);
-  const std::size_t smem = prop.sharedMemPerBlockOptin;
-  CANOPY_TEST_CUDA(cudaFuncSetAttribute(spinner, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  cudaStream_t side = nullptr, main_stream = nullptr;
-  CANOPY_TEST_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-  CANOPY_TEST_CUDA(cudaStreamCreateWithFlags(&main_stream, cudaStreamNonBlocking));
-  spinner<<<held, 1024, smem, side>>>(dflags, dflags + 1);
-  CANOPY_TEST_CUDA(cudaGetLastError());
-  for (int i = 0; i < 5000 && cuda::atomic_ref<int, cuda::thread_scope_system>(flags[1]).load(cuda::std::memory_order_relaxed) < held; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::printf("spinner: %d of %d blocks resident, holding %d of %d SMs\n", flags[1], held, held, prop.multiProcessorCount);
+// What Canopy does beside a kernel that holds SMs, defined and tested exactly:
+//  * a run whose grid needs SMs that another kernel holds (blocks = 0: the full co-resident grid)
+//    is a cooperative launch, which starts only once every block can be resident: it waits, runs
+//    no task while the other kernel holds the SMs, and then runs exactly. Its deadline counts from
+//    its blocks' start on the device, so the wait is not part of it (a deadline shorter than the
+//    wait still finishes ok);
+//  * a run whose grid fits the SMs that are free starts at once and finishes beside the other
+//    kernel.
+// The spinner is proven resident during the run's wait: every block reported its start, and its
+// heartbeat advances across the window in which the test checks that the run has not started.
+class BesideASpinner : public canopy::test::gpu_test {
+ protected:
+  void SetUp() override {
+    canopy::test::gpu_test::SetUp();
+    if (IsSkipped()) return;
+    int device = 0;
+    CANOPY_TEST_CUDA(cudaGetDevice(&device));
+    CANOPY_TEST_CUDA(cudaGetDeviceProperties(&prop_, device));
+    CANOPY_TEST_CUDA(cudaHostAlloc(&host_, sizeof(spinner_flags) + sizeof(int), cudaHostAllocMapped));
+    CANOPY_TEST_CUDA(cudaHostGetDevicePointer(&dev_, host_, 0));
+    CANOPY_TEST_CUDA(cudaFuncSetAttribute(spinner, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(prop_.sharedMemPerBlockOptin)));
+    CANOPY_TEST_CUDA(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    CANOPY_TEST_CUDA(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
+  }
+  void TearDown() override {
+    if (host_ != nullptr) {
+      release();
+      if (side_ != nullptr) (void)cudaStreamSynchronize(side_);
+      if (main_ != nullptr) (void)cudaStreamSynchronize(main_);
+      (void)cudaFreeHost(host_);
+    }
+    if (side_ != nullptr) (void)cudaStreamDestroy(side_);
+    if (main_ != nullptr) (void)cudaStreamDestroy(main_);
+  }
+  spinner_flags& flags() { return *reinterpret_cast<spinner_flags*>(host_); }
+  int* any_ran_host() { return reinterpret_cast<int*>(reinterpret_cast<char*>(host_) + sizeof(spinner_flags)); }
+  int* any_ran_device() { return reinterpret_cast<int*>(reinterpret_cast<char*>(dev_) + sizeof(spinner_flags)); }
+  unsigned long long beat() {
+    return cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(flags().beat).load(cuda::std::memory_order_relaxed);
+  }
+  void release() { cuda::atomic_ref<int, cuda::thread_scope_system>(flags().release).store(1, cuda::std::memory_order_relaxed); }
+  // Launches one spinner block on each of `held` SMs (all the shared memory a block may have keeps
+  // any other block off its SM) and waits until every one has started.
+  void hold(int held) {
+    flags() = spinner_flags{0, 0, 0, 0};
+    *any_ran_host() = 0;
+    spinner<<<held, 1024, prop_.sharedMemPerBlockOptin, side_>>>(reinterpret_cast<spinner_flags*>(dev_));
+    CANOPY_TEST_CUDA(cudaGetLastError());
+    for (int i = 0; i < 5000 && cuda::atomic_ref<int, cuda::thread_scope_system>(flags().started).load(cuda::std::memory_order_relaxed) < held; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_EQ(flags().started, held) << "the spinner's blocks did not all become resident within 5 s";
+  }
+  cudaDeviceProp prop_{};
+  void* host_ = nullptr;
+  void* dev_ = nullptr;
+  cudaStream_t side_ = nullptr, main_ = nullptr;
+};
 
-  const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(20000, 6));
+// Enqueues the run with run_async (which must not wait for the spinner) and returns its ticket.
+std::optional<canopy::run_ticket> enqueue_beside(canopy::gpu_scheduler& sched, const watched_ops& ops, cudaStream_t s) {
+  auto pending = std::async(std::launch::async, [&] { return sched.run_async(ops, s); });
+  if (pending.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return std::nullopt;
+  return pending.get();
+}
+
+TEST_F(BesideASpinner, AFullGridWaitsForTheHeldSMsThenRunsExactly) {
+  const int held = std::max(1, prop_.multiProcessorCount / 2);
+  // Small enough that the slowest mode (mutex: a global lock per queue operation) runs in
+  // milliseconds on the full grid.
+  const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(2000, 6));
   const auto expect = canopy::testing::reference_values(g);
-  bool hung = false;
-  for (mode m : {mode::lockfree, mode::continuation, mode::shared_queues, mode::mutex}) {
-    mix_run run(g);
+  canopy::device_buffer<unsigned long long> first_ns(1);
+  for (mode m : canopy::all_modes) {
+    SCOPED_TRACE(std::string(canopy::to_string(m)));
+    canopy::testing::mix_run run(g);
+    // Everything that may wait for the device (allocation, the first launch's set-up) happens
+    // before the spinner holds SMs: a warm-up run, checked and timed.
+    canopy::scheduler_options warm_opt;
+    warm_opt.mode = m;
+    canopy::gpu_scheduler warm(g, warm_opt);
+    first_ns.fill_bytes(0xff);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto w = warm.run(watched_ops{run.ops(), any_ran_device(), first_ns.data()});
+    const auto warm_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(w.ok()) << w.message;
+    ASSERT_EQ(run.check(expect), "");
+    // The deadline: a few times what the run needs, and shorter than the wait below, which is
+    // therefore not part of it.
+    canopy::scheduler_options opt = warm_opt;
+    opt.deadline = std::chrono::milliseconds(std::max<long long>(100, 5 * warm_ms));
+    const auto window = opt.deadline + std::chrono::milliseconds(200);
+    canopy::gpu_scheduler sched(g, opt);
+    ASSERT_TRUE(sched.run(watched_ops{run.ops(), any_ran_device(), first_ns.data()}).ok());
+    const watched_ops ops{run.ops(), any_ran_device(), first_ns.data()};
+    first_ns.fill_bytes(0xff);
+
+    hold(held);
+    if (HasFatalFailure()) return;
+    const auto ticket = enqueue_beside(sched, ops, main_);
+    if (!ticket) {
+      release();
+      FAIL() << "run_async did not return within 5 s while another kernel held " << held << " SMs (it waited for the device)";
+    }
+    // The window, longer than the deadline: the spinner is seen spinning and the run has not started.
+    const unsigned long long beat0 = beat();
+    std::this_thread::sleep_for(window);
+    const bool ran_early = cuda::atomic_ref<int, cuda::thread_scope_system>(*any_ran_host()).load(cuda::std::memory_order_relaxed) != 0;
+    const bool done_early = ticket->ready();
+    const unsigned long long beat1 = beat();
+    EXPECT_GT(beat1, beat0) << "the spinner stopped beating: it was not resident for the whole window";
+    EXPECT_FALSE(ran_early) << "a task ran while another kernel held " << held << " of " << prop_.multiProcessorCount << " SMs";
+    EXPECT_FALSE(done_early) << "the run finished while the SMs it needs were held";
+    release();
+    std::printf("%-14s beside a spinner on %d of %d SMs (warm run %lld ms, deadline %lld ms): %s during %lld ms (spinner beating: %s), ",
+                std::string(canopy::to_string(m)).c_str(), held, prop_.multiProcessorCount, static_cast<long long>(warm_ms),
+                static_cast<long long>(opt.deadline.count()), ran_early || done_early ? "RAN" : "no task",
+                static_cast<long long>(window.count()), beat1 > beat0 ? "yes" : "no");
+    auto result = std::async(std::launch::async, [&] { return ticket->wait(); });
+    if (result.wait_for(std::chrono::seconds(20)) != std::future_status::ready)
+      FAIL() << "the run did not finish within 20 s of the SMs' release (a hang)";  // the TearDown releases the rest
+    const canopy::run_result r = result.get();
+    CANOPY_TEST_CUDA(cudaStreamSynchronize(side_));
+    std::printf("then %s\n", std::string(canopy::to_string(r.code)).c_str());
+    EXPECT_TRUE(r.ok()) << r.message << " (the deadline must count from the run's start, not its enqueue)";
+    if (r.ok()) EXPECT_EQ(run.check(expect), "");
+    EXPECT_GE(first_ns.download()[0], flags().ended) << "a task ran before the spinner's last block left";
+  }
+}
+
+TEST_F(BesideASpinner, AGridThatFitsTheFreeSMsRunsBesideIt) {
+  const int held = std::max(1, prop_.multiProcessorCount / 2);
+  const int free_sms = prop_.multiProcessorCount - held;
+  const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(2000, 6));
+  const auto expect = canopy::testing::reference_values(g);
+  canopy::device_buffer<unsigned long long> first_ns(1);
+  for (mode m : canopy::all_modes) {
+    SCOPED_TRACE(std::string(canopy::to_string(m)));
+    canopy::testing::mix_run run(g);
     canopy::scheduler_options opt;
     opt.mode = m;
-    opt.deadline = std::chrono::milliseconds(2000);  // blocks = 0: the full co-resident grid, which cannot all fit now
+    opt.blocks = free_sms;  // one block per free SM
+    opt.deadline = std::chrono::seconds(30);
     canopy::gpu_scheduler sched(g, opt);
-    const mix_ops ops = run.ops();
-    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
-    auto pending = std::async(std::launch::async, [&] { return sched.run(ops, main_stream); });
-    if (pending.wait_for(opt.deadline + std::chrono::seconds(20)) != std::future_status::ready) {
-      hung = true;
-      ADD_FAILURE() << canopy::to_string(m) << ": the run neither finished nor timed out 20 s past its deadline "
-                    << "while another kernel held " << held << " SMs (a hang); releasing the spinner";
+    first_ns.fill_bytes(0xff);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(sched.run(watched_ops{run.ops(), any_ran_device(), first_ns.data()}).ok());
+    const auto warm_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    const watched_ops ops{run.ops(), any_ran_device(), first_ns.data()};
+
+    hold(held);
+    if (HasFatalFailure()) return;
+    const auto ticket = enqueue_beside(sched, ops, main_);
+    if (!ticket) {
       release();
+      FAIL() << "run_async did not return within 5 s while another kernel held " << held << " SMs (it waited for the device)";
     }
-    const canopy::run_result r = pending.get();
-    std::printf("beside spinner, %-14s: %s%s%s\n", std::string(canopy::to_string(m)).c_str(), std::string(canopy::to_string(r.code)).c_str(),
-                r.message.empty() ? "" : ": ", r.message.c_str());
-    EXPECT_TRUE(r.code == canopy::status::ok || r.code == canopy::status::timeout) << canopy::to_string(m) << ": " << r.message;
-    if (r.ok()) EXPECT_EQ(run.check(expect), "") << canopy::to_string(m);
-    if (r.code == canopy::status::timeout) EXPECT_NE(r.task, canopy::no_task) << r.message;
-    if (hung) break;
-  }
-  release();
-  CANOPY_TEST_CUDA(cudaStreamSynchronize(side));
-  // With the SMs back, the same kind of run must work again.
-  {
-    mix_run run(g);
-    canopy::gpu_scheduler sched(g, canopy::scheduler_options{});
-    const auto r = sched.run(run.ops(), main_stream);
+    const auto t1 = std::chrono::steady_clock::now();
+    auto result = std::async(std::launch::async, [&] { return ticket->wait(); });
+    const bool finished = result.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    const auto beside_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t1).count();
+    const bool spinner_still_there = cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>(flags().ended)
+                                         .load(cuda::std::memory_order_relaxed) == 0;
+    release();
+    EXPECT_TRUE(finished) << "a grid of " << free_sms << " blocks did not finish within 10 s beside a kernel holding the other " << held << " SMs";
+    EXPECT_TRUE(spinner_still_there) << "the spinner left before the run finished: the run did not run beside it";
+    if (result.wait_for(std::chrono::seconds(20)) != std::future_status::ready) FAIL() << "the run did not finish (a hang)";
+    const canopy::run_result r = result.get();
+    CANOPY_TEST_CUDA(cudaStreamSynchronize(side_));
+    std::printf("%-14s %d blocks beside a spinner on %d SMs: %s while it spun (%lld ms; %lld ms alone)\n", std::string(canopy::to_string(m)).c_str(),
+                free_sms, held, finished && spinner_still_there ? "finished" : "did not finish", static_cast<long long>(beside_ms),
+                static_cast<long long>(warm_ms));
     EXPECT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(run.check(expect), "");
+    if (r.ok()) EXPECT_EQ(run.check(expect), "");
   }
-  CANOPY_TEST_CUDA(cudaStreamDestroy(side));
-  CANOPY_TEST_CUDA(cudaStreamDestroy(main_stream));
-  CANOPY_TEST_CUDA(cudaFreeHost(flags));
 }
 
 }  // namespace
