@@ -4,8 +4,9 @@
 #                                                # and canopy::trees, ::passes, ::dags if installed
 #   target_link_libraries(sim PRIVATE canopy::runtime)
 # Export sets, one file each, loaded by the config only as far as they are installed and wanted:
-#   runtime     canopy::runtime, canopy::cuda, canopy::atomics: need only the CUDA toolkit's CCCL
-#               headers (and cudart for canopy::cuda); all that CANOPY_RUNTIME_ONLY installs
+#   runtime     canopy::runtime, canopy::atomics: need only CCCL's headers (the CUDA toolkit's or
+#               NVIDIA/cccl's); canopy::cuda (cudart) where the toolkit was found; all that
+#               CANOPY_RUNTIME_ONLY installs
 #   trees       canopy::trees, canopy::passes, canopy::dags: nothing more
 #   dags_boost  canopy::dags_boost: Boost.Graph, looked for only when this component is asked for
 # Everything here is in the canopy_development component; the tool and its plot script are in
@@ -15,7 +16,11 @@ include(CMakePackageConfigHelpers)
 
 set(CANOPY_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/canopy)
 
-install(TARGETS canopy_runtime canopy_cuda canopy_atomics EXPORT canopy-runtime-targets
+set(canopy_runtime_targets canopy_runtime canopy_atomics)
+if(TARGET canopy_cuda)  # not in a runtime-only build without the CUDA toolkit
+  list(APPEND canopy_runtime_targets canopy_cuda)
+endif()
+install(TARGETS ${canopy_runtime_targets} EXPORT canopy-runtime-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT canopy_development)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/runtime/include/canopy ${PROJECT_SOURCE_DIR}/runtime/atomics/include/canopy
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT canopy_development)

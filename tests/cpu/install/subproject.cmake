@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # cmake -DSOURCE=<canopy sources> -DBINARY=<dir> -DGENERATOR=<g> -DCXX=<c++ compiler> -P subproject.cmake
-# Canopy as a sub-project (add_subdirectory; FetchContent ends the same way): a C++-only parent
+# Canopy as a sub-project (add_subdirectory, then the README's FetchContent block): a C++-only parent
 # that cannot find GoogleTest, Boost, CLI11, spdlog, fmt or nlohmann-json configures, gets the
 # libraries and none of Canopy's tests, tool, benchmark or examples, keeps its own flags, build type
 # and C++ standard, and builds and runs a program linked with canopy::runtime.
@@ -64,3 +64,41 @@ run("configure a parent project that adds Canopy with add_subdirectory" ${CMAKE_
 run("build the parent's program" ${CMAKE_COMMAND} --build ${BINARY}/build --target parent_app --parallel 1)
 run("run the parent's program" ${BINARY}/build/parent_app)
 message(STATUS "parent_app (Canopy as a sub-project): ${output}")
+
+# The README's FetchContent block, verbatim (the ```cmake block that declares canopy), after
+# add_executable(my_simulation main.cpp), with Canopy in the parent's extern/canopy (a link).
+file(STRINGS ${SOURCE}/README.md lines)
+set(block "")
+set(in_block FALSE)
+set(found FALSE)
+foreach(line IN LISTS lines)
+  if(NOT in_block AND line STREQUAL "```cmake")
+    set(in_block TRUE)
+    set(block "")
+  elseif(in_block AND line STREQUAL "```")
+    set(in_block FALSE)
+    if(block MATCHES "FetchContent_Declare\\(canopy")
+      set(found TRUE)
+      break()
+    endif()
+  elseif(in_block)
+    string(APPEND block "${line}\n")
+  endif()
+endforeach()
+if(NOT found)
+  message(FATAL_ERROR "README.md: no ```cmake block with FetchContent_Declare(canopy")
+endif()
+set(fc ${BINARY}/fetchcontent_parent)
+file(MAKE_DIRECTORY ${fc}/extern)
+file(CREATE_LINK ${SOURCE} ${fc}/extern/canopy SYMBOLIC)
+file(WRITE ${fc}/CMakeLists.txt "cmake_minimum_required(VERSION 3.25)\nproject(fetchcontent_parent LANGUAGES CXX)\n"
+                               "add_executable(my_simulation main.cpp)\n${block}")
+configure_file(${SOURCE}/examples/custom_tasks/custom_tasks.cpp ${fc}/main.cpp COPYONLY)
+set(args -S ${fc} -B ${fc}/build -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX})
+foreach(p IN ITEMS GTest Boost CLI11 spdlog fmt nlohmann_json)
+  list(APPEND args -DCMAKE_DISABLE_FIND_PACKAGE_${p}=ON)
+endforeach()
+run("configure a parent made of the README's FetchContent block" ${CMAKE_COMMAND} ${args})
+run("build it" ${CMAKE_COMMAND} --build ${fc}/build --target my_simulation --parallel 1)
+run("run it" ${fc}/build/my_simulation)
+message(STATUS "my_simulation (the README's FetchContent block): ${output}")
