@@ -498,14 +498,26 @@ class DevicePass:
         return compare(tree, moments)
 
 
+def _dlpack_for_legacy_stream(x):
+    """The DLPack capsule of `x` for a consumer on the legacy default stream: the protocol's
+    ``stream=1``, so that the producer makes that stream wait for its pending work on `x` (CuPy,
+    PyTorch and JAX do) before the module reads it. A producer whose ``__dlpack__`` takes no
+    ``stream`` (DLPack before 0.6) gives its capsule as it is, the data taken to be ready."""
+    try:
+        return x.__dlpack__(stream=1)
+    except TypeError:
+        return x.__dlpack__()
+
+
 def accumulate_device(points, max_leaf=32, max_depth=21, *, mode="continuation", tasks="auto",
                       push_policy="round-robin", blocks=0, threads=128, queue_capacity=0, deadline_ms=10000):
     """Builds the octree of device points on the GPU and runs the gpu upward pass there, copying
     nothing to the host. ``points``: an (n, 4) float32 C-ordered array on a CUDA device, through
     ``__dlpack__`` (CuPy, PyTorch, JAX) or ``__cuda_array_interface__`` (Numba). Work runs on the
-    legacy default stream (it waits for other blocking streams); an interface's ``stream`` (version
-    3) is synchronised first, so work still writing the points on a non-blocking stream finishes
-    before they are read. Returns a DevicePass."""
+    legacy default stream (it waits for other blocking streams); DLPack's producer is asked for the
+    array with ``stream=1`` (that stream), an interface's ``stream`` (version 3) is synchronised
+    first, so work still writing the points on a non-blocking stream finishes before they are
+    read. Returns a DevicePass."""
     if not hasattr(_canopy, "device_accumulate"):
         raise BackendUnavailableError("accumulate_device: this canopy module was built without CUDA support "
                                       "(CANOPY_GPU=OFF)")
@@ -518,7 +530,8 @@ def accumulate_device(points, max_leaf=32, max_depth=21, *, mode="continuation",
                                       f"dtype {getattr(points, 'dtype', None)}")
     with _stage("pass", lambda: f"gpu build and upward pass on {r.device} ({r.elapsed_us:.1f} us pass)"):
         if _dlpack_device_type(points) == _DLPACK_CUDA:
-            r = _canopy.device_accumulate(points, int(max_leaf), int(max_depth), tasks, *sched)
+            r = _canopy.device_accumulate(_dlpack_for_legacy_stream(points), int(max_leaf), int(max_depth), tasks,
+                                          *sched)
         elif hasattr(points, "__cuda_array_interface__"):
             cai = points.__cuda_array_interface__
             if cai.get("typestr") != "<f4" or cai.get("strides") not in (None, (16, 4)):

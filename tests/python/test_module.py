@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -46,31 +47,53 @@ def test_log_levels(caplog):
         canopy.set_log_level("off")
 
 
-def test_long_stages_release_the_gil():
-    # With forced GIL switches rare (1 s), this thread runs while the other is inside the build
-    # only if the build released the GIL.
-    points = canopy.generate("uniform", 200_000)
+def _runs_without_the_gil(work):
+    """Whether this thread ran while `work` ran on another thread, with forced GIL switches made
+    rare (30 s, far longer than any of these calls): a call that keeps the GIL lets this thread
+    count nothing until it returns; one that releases it lets it count from the start. This thread
+    hands the GIL back after every count (time.sleep(0)), so the worker never waits for a switch."""
     inside = threading.Event()
     done = threading.Event()
 
-    def build():
+    def run():
         inside.set()
-        canopy.build_octree(points, max_leaf=1)
+        work()
         done.set()
 
     old = sys.getswitchinterval()
-    sys.setswitchinterval(1.0)
+    sys.setswitchinterval(30.0)
     try:
         ticks = 0
-        t = threading.Thread(target=build)
+        t = threading.Thread(target=run)
         t.start()
         inside.wait()
         while not done.is_set():
             ticks += 1
+            time.sleep(0)
         t.join()
     finally:
         sys.setswitchinterval(old)
-    assert ticks > 0
+    return ticks > 0
+
+
+def test_long_stages_release_the_gil():
+    points = canopy.generate("uniform", 200_000)
+    assert _runs_without_the_gil(lambda: canopy.build_octree(points, max_leaf=1))
+    tree = canopy.build_octree(points, max_leaf=4)
+    assert _runs_without_the_gil(lambda: canopy.reference_upward_pass(tree))
+    assert _runs_without_the_gil(lambda: canopy.accumulate(tree, "cpu"))
+    dag = canopy.Dag(20_000, [(i, i + 1) for i in range(19_999)])
+    assert _runs_without_the_gil(lambda: dag.run("cpu"))
+
+
+def test_the_gil_check_sees_a_call_that_keeps_it():
+    # The check itself: pure-Python work keeps the GIL between forced switches, so this thread
+    # counts nothing while it runs (were the check always true, the test above would prove nothing).
+    def spin():
+        x = 0
+        for i in range(3_000_000):
+            x += i
+    assert not _runs_without_the_gil(spin)
 
 
 def test_the_plot_levels_example_writes_a_figure(tmp_path):

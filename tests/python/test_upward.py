@@ -194,3 +194,59 @@ def test_cuda_array_interface_bad_stream_is_an_input_error(stream):
     points = cupy.asarray(canopy.generate("uniform", 100, seed=1))
     with pytest.raises(canopy.InputError, match="stream"):
         canopy.accumulate_device(_Cai(points, stream), max_leaf=16)
+
+
+class _DlpackRecorder:
+    """A CuPy array seen only through ``__dlpack__``/``__dlpack_device__``, recording the stream the
+    consumer asks for (``legacy=True``: a producer from before DLPack 0.6, no ``stream``)."""
+
+    def __init__(self, array, legacy=False):
+        self.shape, self.dtype, self._array, self.asked, self._legacy = array.shape, array.dtype, array, [], legacy
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+    def __dlpack__(self, *args, **kwargs):
+        if self._legacy and (args or kwargs):
+            raise TypeError("__dlpack__() takes no arguments")
+        self.asked.append(kwargs.get("stream", args[0] if args else None))
+        return self._array.__dlpack__(*args, **kwargs)
+
+
+@pytest.mark.gpu
+def test_dlpack_producer_is_asked_for_the_legacy_stream():
+    # DLPack's handshake: the consumer names the stream it will read on (1: the legacy default
+    # stream, the module's), and the producer makes that stream wait for its own pending work.
+    cupy = pytest.importorskip("cupy")
+    points = cupy.asarray(canopy.generate("plummer", 20000, seed=8))
+    rec = _DlpackRecorder(points)
+    r = canopy.accumulate_device(rec, max_leaf=16)
+    assert rec.asked == [1]
+    assert r.validate()
+    old = _DlpackRecorder(points, legacy=True)  # no stream keyword: the capsule as it is
+    assert canopy.accumulate_device(old, max_leaf=16).validate()
+    assert old.asked == [None]
+
+
+@pytest.mark.gpu
+def test_dlpack_points_written_on_a_non_blocking_stream_are_waited_for():
+    # As the __cuda_array_interface__ test above, through DLPack: CuPy, asked with stream=1 while
+    # its current stream is a non-blocking one still writing the points, makes the legacy stream
+    # wait for it. (The same caveat: the fresh builder's cudaFree also synchronises today.)
+    cupy = pytest.importorskip("cupy")
+    source = cupy.asarray(canopy.generate("plummer", 50000, seed=9))
+    points = cupy.zeros_like(source)
+    cupy.cuda.Device().synchronize()
+    spin = cupy.RawKernel(r'''
+        extern "C" __global__ void spin(long long cycles) {
+          const long long start = clock64();
+          while (clock64() - start < cycles) {}
+        }''', "spin")
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        spin((1,), (1,), (cupy.int64(200_000_000),))
+        points[...] = source
+        r = canopy.accumulate_device(points, max_leaf=16)
+    assert int(r.count[0]) == 50000
+    assert float(r.mass[0]) == pytest.approx(1.0, rel=1e-5)
+    assert r.validate()
