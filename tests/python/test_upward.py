@@ -159,17 +159,11 @@ def test_cuda_array_interface_points_match_the_dlpack_path():
     np.testing.assert_array_equal(cupy.asnumpy(via_cai.m2), cupy.asnumpy(via_dlpack.m2))
 
 
-@pytest.mark.gpu
-def test_cuda_array_interface_stream_is_waited_for():
-    # The points are still being written on a non-blocking stream (behind a kernel that spins for
-    # about 0.1 s) when they are handed over with that stream in the interface. The pass runs on
-    # the legacy default stream, which does not wait for a non-blocking one: without a wait for
-    # the interface's stream it could read the zeros (total mass 0, not 1). Today the pass's fresh
-    # builder also synchronises the device when it allocates (cudaFree), which hides the race
-    # (bench/results/h100_session13_python/race_without_sync.py); this test holds the promise if
-    # that side effect goes.
-    cupy = pytest.importorskip("cupy")
-    source = cupy.asarray(canopy.generate("plummer", 50000, seed=7))
+def _points_written_late(cupy, n, seed):
+    """Plummer points that a non-blocking stream is still writing (behind a kernel that spins for
+    about 0.1 s), and that stream: a reader on another stream that does not wait for it could read
+    the zeros (total mass 0, not 1)."""
+    source = cupy.asarray(canopy.generate("plummer", n, seed=seed))
     points = cupy.zeros_like(source)
     cupy.cuda.Device().synchronize()
     spin = cupy.RawKernel(r'''
@@ -181,6 +175,18 @@ def test_cuda_array_interface_stream_is_waited_for():
     with stream:
         spin((1,), (1,), (cupy.int64(200_000_000),))
         points[...] = source
+    return points, stream
+
+
+@pytest.mark.gpu
+def test_cuda_array_interface_stream_is_waited_for():
+    # The points are handed over with the stream still writing them in the interface. The pass
+    # runs on the legacy default stream, which does not wait for a non-blocking one. Today the
+    # pass's fresh builder also synchronises the device when it allocates (cudaFree), which hides
+    # the race (bench/results/h100_session13_python/race_without_sync.py); this test holds the
+    # promise if that side effect goes.
+    cupy = pytest.importorskip("cupy")
+    points, stream = _points_written_late(cupy, 50000, 7)
     r = canopy.accumulate_device(_Cai(points, stream.ptr), max_leaf=16)
     assert int(r.count[0]) == 50000
     assert float(r.mass[0]) == pytest.approx(1.0, rel=1e-5)
@@ -231,21 +237,11 @@ def test_dlpack_producer_is_asked_for_the_legacy_stream():
 @pytest.mark.gpu
 def test_dlpack_points_written_on_a_non_blocking_stream_are_waited_for():
     # As the __cuda_array_interface__ test above, through DLPack: CuPy, asked with stream=1 while
-    # its current stream is a non-blocking one still writing the points, makes the legacy stream
+    # its current stream is the non-blocking one still writing the points, makes the legacy stream
     # wait for it. (The same caveat: the fresh builder's cudaFree also synchronises today.)
     cupy = pytest.importorskip("cupy")
-    source = cupy.asarray(canopy.generate("plummer", 50000, seed=9))
-    points = cupy.zeros_like(source)
-    cupy.cuda.Device().synchronize()
-    spin = cupy.RawKernel(r'''
-        extern "C" __global__ void spin(long long cycles) {
-          const long long start = clock64();
-          while (clock64() - start < cycles) {}
-        }''', "spin")
-    stream = cupy.cuda.Stream(non_blocking=True)
+    points, stream = _points_written_late(cupy, 50000, 9)
     with stream:
-        spin((1,), (1,), (cupy.int64(200_000_000),))
-        points[...] = source
         r = canopy.accumulate_device(points, max_leaf=16)
     assert int(r.count[0]) == 50000
     assert float(r.mass[0]) == pytest.approx(1.0, rel=1e-5)
