@@ -113,8 +113,7 @@ if have["pynbody"]:
             want = np.column_stack([np.asarray(sub["pos"]), np.asarray(sub["mass"])])
             compare("tipsy family %s" % fam, canopy_points(path, "--family", fam), want, ordered=False)
 
-    # A file written by pynbody's own Tipsy writer (the layout its users' files have). Its Gadget
-    # writer needs unit-carrying cosmology properties on every array; not attempted here.
+    # A file written by pynbody's own Tipsy writer (the layout its users' files have).
     w = pynbody.new(dm=120, gas=50, star=30)
     w["pos"] = xyz[:200].astype(np.float32)
     w["vel"] = np.zeros((200, 3), dtype=np.float32)
@@ -150,6 +149,23 @@ if have["pynbody"]:
         s = pynbody.load(path)
         want = np.column_stack([np.asarray(s["pos"]), np.asarray(s["mass"])])
         compare("gadget format 1 %s-endian" % ("big" if big else "little"), canopy_points(path), want, ordered=False)
+
+    # A file written by pynbody's own Gadget writer (format 2, block labels, the layout its users'
+    # files have): its writer wants units on every array and the cosmology in the properties.
+    w = pynbody.new(dm=120, gas=50, star=30)
+    w["pos"] = xyz[:200].astype(np.float32)
+    w["vel"] = np.zeros((200, 3), dtype=np.float32)
+    w["mass"] = np.asarray(mass[:200], dtype=np.float32)
+    w["iord"] = np.arange(200, dtype=np.int32)
+    w["pos"].units, w["vel"].units, w["mass"].units = "kpc", "km s**-1", "1e10 Msol"
+    for key, value in dict(time=1.0, a=1.0, z=0.0, boxsize=pynbody.units.Unit("1000 kpc"), omegaM0=0.3,
+                           omegaL0=0.7, h=0.7).items():
+        w.properties[key] = value
+    path = os.path.join(work, "pynbody_gadget")
+    w.write(fmt=pynbody.snapshot.gadget.GadgetSnap, filename=path)
+    s = pynbody.load(path)
+    want = np.column_stack([np.asarray(s["pos"]), np.asarray(s["mass"])])
+    compare("gadget written by pynbody", canopy_points(path), want, ordered=False)
 
 print("checked:\n  " + "\n  ".join(checked))
 if missing:
