@@ -135,8 +135,8 @@ __device__ multipole<float> group_p2m(const canopy::lane_group<G>& g, const poin
 // either order), up to the sign of a zero in the box (min/max keep either of -0 and +0). Massless
 // sets are weighted by their point counts when the union is massless, as m2m_merge does; empty
 // sets (count 0) add nothing. Unlike m2m_merge, a union of one non-empty set is not returned bit
-// for bit: its centre is (M c) / M, within an ulp of c, so a chain of single-child nodes may drift
-// by about an ulp a level (well inside compare_payloads' bounds). Returning the lone set exactly
+// for bit: its centre is (M c) * (1 / M), within two ulps of c, so a chain of single-child nodes
+// may drift by a few ulps a level (well inside compare_payloads' bounds). Returning the lone set exactly
 // takes one more butterfly and a branch, and the registers they cost slowed the twig pass
 // markedly (bench/RESULTS.md), so it is not done.
 template <int Stride, int G>
@@ -149,9 +149,12 @@ __device__ multipole<float> group_combine(const canopy::lane_group<G>& g, const 
   const bool massive = r.mass > 0.f;
   const float w = massive ? m.mass : static_cast<float>(m.count);
   const float total = massive ? r.mass : static_cast<float>(r.count);
+  // One division, not three: a twig task's combine is the hottest line of its pass (7% of the
+  // instructions at Plummer 16M, bench/RESULTS.md, fourteenth session); the centre moves by an ulp.
+  const float inv_total = r.count == 0 ? 0.f : 1.f / total;
 #pragma unroll
   for (int i = 0; i < 3; ++i) {
-    r.com[i] = r.count == 0 ? 0.f : sum(m.count == 0 ? 0.f : w * m.com[i]) / total;
+    r.com[i] = sum(m.count == 0 ? 0.f : w * m.com[i]) * inv_total;
     r.lo[i] = canopy::group_min<Stride>(g, m.lo[i]);
     r.hi[i] = canopy::group_max<Stride>(g, m.hi[i]);
   }
