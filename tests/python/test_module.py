@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import canopy
@@ -47,17 +48,24 @@ def test_log_levels(caplog):
         canopy.set_log_level("off")
 
 
-def _runs_without_the_gil(work):
+def _runs_without_the_gil(work, repeats=20):
     """Whether this thread ran while `work` ran on another thread, with forced GIL switches made
     rare (30 s, far longer than any of these calls): a call that keeps the GIL lets this thread
-    count nothing until it returns; one that releases it lets it count from the start. This thread
-    hands the GIL back after every count (time.sleep(0)), so the worker never waits for a switch."""
+    count nothing until it returns; one that releases it lets it count. This thread hands the GIL
+    back after every count (time.sleep(0)), so the worker never waits for a switch. The worker
+    repeats `work` (up to `repeats` times, until this thread has counted), so that a loaded machine,
+    which may wake this thread only after a short call has already returned, still gives it a
+    chance inside one of them."""
     inside = threading.Event()
     done = threading.Event()
+    ticked = threading.Event()
 
     def run():
         inside.set()
-        work()
+        for _ in range(repeats):
+            work()
+            if ticked.is_set():
+                break
         done.set()
 
     old = sys.getswitchinterval()
@@ -69,6 +77,7 @@ def _runs_without_the_gil(work):
         inside.wait()
         while not done.is_set():
             ticks += 1
+            ticked.set()
             time.sleep(0)
         t.join()
     finally:
@@ -82,7 +91,7 @@ def test_long_stages_release_the_gil():
     tree = canopy.build_octree(points, max_leaf=4)
     assert _runs_without_the_gil(lambda: canopy.reference_upward_pass(tree))
     assert _runs_without_the_gil(lambda: canopy.accumulate(tree, "cpu"))
-    dag = canopy.Dag(20_000, [(i, i + 1) for i in range(19_999)])
+    dag = canopy.Dag(100_000, np.column_stack([np.arange(99_999), np.arange(1, 100_000)]))
     assert _runs_without_the_gil(lambda: dag.run("cpu"))
 
 
@@ -91,7 +100,7 @@ def test_the_gil_check_sees_a_call_that_keeps_it():
     # counts nothing while it runs (were the check always true, the test above would prove nothing).
     def spin():
         x = 0
-        for i in range(3_000_000):
+        for i in range(300_000):
             x += i
     assert not _runs_without_the_gil(spin)
 
