@@ -5,13 +5,7 @@
 # CANOPY_GPU=OFF, without build isolation so that no download is needed, into a target folder
 # instead of site-packages), then the module's pytest suite against what pip installed.
 cmake_minimum_required(VERSION 3.25)
-function(run what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
-  endif()
-  set(output "${out}${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../cmake/run_step.cmake)  # run()
 
 file(REMOVE_RECURSE ${BINARY})
 set(ENV{CANOPY_GPU} OFF)

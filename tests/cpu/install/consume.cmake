@@ -3,13 +3,7 @@
 #       -DCXX=<c++ compiler> -DNVCC=<nvcc> -P consume.cmake
 # Configures, builds and runs the consumer project out of tree against the installed package.
 # KIND cuda also enables CUDA in the consumer (its .cu example exits 77, a skip, without a device).
-function(run what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
-  endif()
-  set(output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/run_step.cmake)  # run()
 
 file(REMOVE_RECURSE ${BINARY})
 set(args -S ${SOURCE} -B ${BINARY} -G ${GENERATOR} -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${PREFIX}

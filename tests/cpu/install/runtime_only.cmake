@@ -9,13 +9,7 @@
 #     ```cmake block after "## Using Canopy in your own code") and the README's example program
 #     (examples/custom_tasks/custom_tasks.cpp as main.cpp) against that install.
 cmake_minimum_required(VERSION 3.25)  # policies of today in script mode
-function(run what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
-  endif()
-  set(output "${out}${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/run_step.cmake)  # run()
 
 file(REMOVE_RECURSE ${BINARY} ${PREFIX})
 set(not_needed GTest Boost CLI11 spdlog fmt nlohmann_json)

@@ -5,13 +5,7 @@
 # libraries and none of Canopy's tests, tool, benchmark or examples, keeps its own flags, build type
 # and C++ standard, and builds and runs a program linked with canopy::runtime.
 cmake_minimum_required(VERSION 3.25)  # policies of today in script mode
-function(run what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
-  endif()
-  set(output "${out}${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/run_step.cmake)  # run()
 
 file(REMOVE_RECURSE ${BINARY})
 # What a C++-only parent cannot find (Canopy's libraries must not look for it).
