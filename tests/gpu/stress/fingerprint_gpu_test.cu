@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -140,10 +141,13 @@ TEST_F(Fingerprint, EveryModeAndBlockSizeGivesTheSameCounts) {
 // children in a fixed order whatever the schedule, so equal inputs give equal bits.
 namespace ct = canopy::trees;
 
+// fnv (above) over every 32-bit word of the payloads.
 std::uint64_t payload_hash(const std::vector<ct::multipole<float>>& out) {
+  static_assert(sizeof(ct::multipole<float>) % sizeof(std::uint32_t) == 0);
+  std::vector<std::uint32_t> words(out.size() * sizeof(ct::multipole<float>) / sizeof(std::uint32_t));
+  std::memcpy(words.data(), out.data(), words.size() * sizeof(std::uint32_t));
   std::uint64_t h = 1469598103934665603ull;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(out.data());
-  for (std::size_t i = 0; i < out.size() * sizeof(ct::multipole<float>); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  for (const std::uint32_t w : words) h = fnv(h, w);
   return h;
 }
 
@@ -181,8 +185,7 @@ TEST_F(Fingerprint, PayloadBitsOfEveryModeAndBlockSize) {
           canopy::run_result r;
           int max_blocks = 1;
           if (kind == "node") {
-            const ct::upward_ops<float, 2> ops{arrays.points, arrays.first_child, arrays.child_count, arrays.point_begin, arrays.point_count,
-                                               arrays.payload};
+            const ct::upward_ops<float, 2> ops{arrays};
             canopy::gpu_scheduler sched(node_graph, opt);
             max_blocks = sched.max_blocks<decltype(ops)>(m);
             r = sched.run(ops);

@@ -162,25 +162,37 @@ class BesideASpinner : public canopy::test::gpu_test {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     ASSERT_EQ(flags().started, held) << "the spinner's blocks did not all become resident within 5 s";
   }
+  // Half the SMs: what the spinner holds in both tests.
+  int held() const { return std::max(1, prop_.multiProcessorCount / 2); }
+  // Holds held() SMs, then enqueues `ops` on the main stream with run_async, which must return at
+  // once (it must not wait for the spinner). If either step fails the test fails, the spinner is
+  // released (so that nothing waits for it) and there is no ticket.
+  std::optional<canopy::run_ticket> hold_and_enqueue(canopy::gpu_scheduler& sched, const watched_ops& ops) {
+    hold(held());
+    if (HasFatalFailure()) return std::nullopt;
+    auto pending = std::async(std::launch::async, [&] { return sched.run_async(ops, main_); });
+    if (pending.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+      release();
+      ADD_FAILURE() << "run_async did not return within 5 s while another kernel held " << held()
+                    << " SMs (it waited for the device)";
+      return std::nullopt;
+    }
+    return pending.get();
+  }
+  // The graph both tests run: small enough that the slowest mode (mutex: a global lock per queue
+  // operation) runs in milliseconds on the full grid.
+  const canopy::task_graph graph_ = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(2000, 6));
+  const std::vector<std::uint64_t> expect_ = canopy::testing::reference_values(graph_);
   cudaDeviceProp prop_{};
   void* host_ = nullptr;
   void* dev_ = nullptr;
   cudaStream_t side_ = nullptr, main_ = nullptr;
 };
 
-// Enqueues the run with run_async (which must not wait for the spinner) and returns its ticket.
-std::optional<canopy::run_ticket> enqueue_beside(canopy::gpu_scheduler& sched, const watched_ops& ops, cudaStream_t s) {
-  auto pending = std::async(std::launch::async, [&] { return sched.run_async(ops, s); });
-  if (pending.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return std::nullopt;
-  return pending.get();
-}
-
 TEST_F(BesideASpinner, AFullGridWaitsForTheHeldSMsThenRunsExactly) {
-  const int held = std::max(1, prop_.multiProcessorCount / 2);
-  // Small enough that the slowest mode (mutex: a global lock per queue operation) runs in
-  // milliseconds on the full grid.
-  const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(2000, 6));
-  const auto expect = canopy::testing::reference_values(g);
+  const int held = this->held();
+  const auto& g = graph_;
+  const auto& expect = expect_;
   canopy::device_buffer<unsigned long long> first_ns(1);
   for (mode m : canopy::all_modes) {
     SCOPED_TRACE(std::string(canopy::to_string(m)));
@@ -206,13 +218,8 @@ TEST_F(BesideASpinner, AFullGridWaitsForTheHeldSMsThenRunsExactly) {
     const watched_ops ops{run.ops(), any_ran_device(), first_ns.data()};
     first_ns.fill_bytes(0xff);
 
-    hold(held);
-    if (HasFatalFailure()) return;
-    const auto ticket = enqueue_beside(sched, ops, main_);
-    if (!ticket) {
-      release();
-      FAIL() << "run_async did not return within 5 s while another kernel held " << held << " SMs (it waited for the device)";
-    }
+    const auto ticket = hold_and_enqueue(sched, ops);
+    if (!ticket) return;
     // The window, longer than the deadline: the spinner is seen spinning and the run has not started.
     const unsigned long long beat0 = beat();
     std::this_thread::sleep_for(window);
@@ -240,10 +247,10 @@ TEST_F(BesideASpinner, AFullGridWaitsForTheHeldSMsThenRunsExactly) {
 }
 
 TEST_F(BesideASpinner, AGridThatFitsTheFreeSMsRunsBesideIt) {
-  const int held = std::max(1, prop_.multiProcessorCount / 2);
+  const int held = this->held();
   const int free_sms = prop_.multiProcessorCount - held;
-  const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(2000, 6));
-  const auto expect = canopy::testing::reference_values(g);
+  const auto& g = graph_;
+  const auto& expect = expect_;
   canopy::device_buffer<unsigned long long> first_ns(1);
   for (mode m : canopy::all_modes) {
     SCOPED_TRACE(std::string(canopy::to_string(m)));
@@ -259,13 +266,8 @@ TEST_F(BesideASpinner, AGridThatFitsTheFreeSMsRunsBesideIt) {
     const auto warm_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
     const watched_ops ops{run.ops(), any_ran_device(), first_ns.data()};
 
-    hold(held);
-    if (HasFatalFailure()) return;
-    const auto ticket = enqueue_beside(sched, ops, main_);
-    if (!ticket) {
-      release();
-      FAIL() << "run_async did not return within 5 s while another kernel held " << held << " SMs (it waited for the device)";
-    }
+    const auto ticket = hold_and_enqueue(sched, ops);
+    if (!ticket) return;
     const auto t1 = std::chrono::steady_clock::now();
     auto result = std::async(std::launch::async, [&] { return ticket->wait(); });
     const bool finished = result.wait_for(std::chrono::seconds(10)) == std::future_status::ready;

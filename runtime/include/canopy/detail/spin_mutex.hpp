@@ -29,9 +29,9 @@ struct spin_mutex_ref {
       // acquire: everything the previous holder wrote before unlock() is visible to us.
       if constexpr (Scope == cuda::thread_scope_block) {
         // A block's mutex lives in shared memory and has at most 32 waiters (its warp masters): the
-        // exchange alone. The look before it saves no traffic there, and with only atomic
-        // read-modify-writes on the word compute-sanitizer's racecheck reports nothing on it
-        // (checked on an H100; see warp_master_loop.cuh for the words the lock protects).
+        // exchange alone. The look before it saves no traffic there; with the exchange and the
+        // unlock's atomic store as the only accesses, compute-sanitizer's racecheck reports nothing
+        // on the word (checked on an H100; see warp_master_loop.cuh for the words the lock protects).
         if (w.exchange(1, cuda::std::memory_order_acquire) == 0) return;
       } else {
         if (w.load(cuda::std::memory_order_relaxed) == 0 && w.exchange(1, cuda::std::memory_order_acquire) == 0) return;
