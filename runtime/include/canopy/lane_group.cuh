@@ -39,6 +39,8 @@
 #error "canopy/lane_group.cuh is device code: include it from .cu files only"
 #endif
 
+#include <type_traits>
+
 namespace canopy {
 
 template <int G>
@@ -94,11 +96,17 @@ __device__ __forceinline__ T group_sum(const lane_group<G>& g, T v) {
 }
 template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_min(const lane_group<G>& g, T v) {
-  return group_reduce<Stride>(g, v, [](T mine, T other) { return other < mine ? other : mine; });
+  return group_reduce<Stride>(g, v, [](T mine, T other) {
+    if constexpr (std::is_same_v<T, float>) return fminf(mine, other);  // one FMNMX (NaN aside, the same)
+    else return other < mine ? other : mine;
+  });
 }
 template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_max(const lane_group<G>& g, T v) {
-  return group_reduce<Stride>(g, v, [](T mine, T other) { return mine < other ? other : mine; });
+  return group_reduce<Stride>(g, v, [](T mine, T other) {
+    if constexpr (std::is_same_v<T, float>) return fmaxf(mine, other);
+    else return mine < other ? other : mine;
+  });
 }
 
 }  // namespace canopy
