@@ -41,7 +41,9 @@ void expect_well_formed(const ct::octree& tree, const ct::twig_graph& tg, const 
       if (tree.child_count[tree.first_child[n] + c] == 0) leaves |= 1 << c;
     const bool all_leaves = tree.child_count[n] > 0 && leaves == (1 << tree.child_count[n]) - 1;
     if (e >= 0) {  // the node's own merge, or the single root leaf
-      if (tree.child_count[n] == 0) EXPECT_LT(tree.parent[n], 0) << what << ": leaf " << n << " is a task";
+      if (tree.child_count[n] == 0) {
+        EXPECT_LT(tree.parent[n], 0) << what << ": leaf " << n << " is a task";
+      }
       EXPECT_FALSE(all_leaves) << what << ": node " << n << " should be a twig";
       EXPECT_EQ(task.leaf_mask, 0) << what << ": task " << t;
       EXPECT_EQ(task_of[static_cast<std::size_t>(n)], -1) << what << ": node " << n << " has two tasks";
