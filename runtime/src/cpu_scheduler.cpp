@@ -156,6 +156,7 @@ detail::scheduler_ref cpu_scheduler::make_ref() {
                                report_.get(),
                                /*budget_ns*/ 0,
                                /*idle_sleep_max_ns*/ 0,
+                               /*idle_sleep_long_ns*/ 0,
                                /*static_sources*/ 0,
                                /*batch_max*/ detail::cpu_batch_max};  // worker_loop uses the constant itself
 }

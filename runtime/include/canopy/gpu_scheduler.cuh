@@ -59,6 +59,12 @@ constexpr std::uint32_t auto_idle_sleep_ns(int grid) {
   return static_cast<std::uint32_t>(ns < 2048 ? 2048 : ns > 65536 ? 65536 : ns);
 }
 
+/// The automatic cap for a block that has been idle for long (idle_sleep_cap in block_loop.cuh):
+/// 64 us. At full occupancy (1,320 blocks) the grid-sized cap above still cost each hop of a deep
+/// DAG about 1 us (3.00 us per task against 2.01 with 132 blocks); with 64 us it cost 2.04 (bench/
+/// RESULTS.md, fifteenth session).
+inline constexpr std::uint32_t auto_idle_sleep_long_ns = 65536;
+
 /// Lets `kernel` be launched with `bytes` of dynamic shared memory. The limit is a property of the
 /// kernel, not of a scheduler, so it is only ever raised: a second scheduler with a smaller private
 /// queue used to lower it under the first, whose next launch then failed.
@@ -483,6 +489,8 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) co
                                options_.idle_sleep_max.count() > 0  // <= 1 ms, checked by the constructor
                                    ? static_cast<std::uint32_t>(options_.idle_sleep_max.count())
                                    : detail::auto_idle_sleep_ns(grid),
+                               options_.idle_sleep_max.count() > 0 ? static_cast<std::uint32_t>(options_.idle_sleep_max.count())
+                                                                   : detail::auto_idle_sleep_long_ns,
                                static_sources,
                                batch_max};
 }

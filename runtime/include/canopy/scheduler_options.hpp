@@ -28,7 +28,9 @@ struct scheduler_options {
   std::chrono::milliseconds deadline{10000};
   /// GPU only: the longest an idle block sleeps between two looks at the queues, at most 1 ms;
   /// 0 = automatic (grows with the grid, so that a full grid's polling does not starve the blocks
-  /// that work; see detail::auto_idle_sleep_ns).
+  /// that work, see detail::auto_idle_sleep_ns; and for a block idle for long, with its idle time,
+  /// up to 64 us, see detail::idle_sleep_cap). Set by hand, it is the cap however long a block has
+  /// been idle.
   std::chrono::nanoseconds idle_sleep_max{0};
   /// GPU only: launch the persistent kernel through a cached one-node CUDA graph (a cooperative
   /// kernel node) instead of cudaLaunchCooperativeKernel. Same kernel, same stream order; a graph

@@ -270,6 +270,54 @@ TEST_F(GpuTest, GraphLaunchesFollowEveryChangeOfOpsModeAndPolicy) {
 static_assert(canopy::detail::auto_idle_sleep_ns(1) == 2048);
 static_assert(canopy::detail::auto_idle_sleep_ns(1188) == 4752);
 static_assert(canopy::detail::auto_idle_sleep_ns(1 << 20) == 65536);
+static_assert(canopy::detail::auto_idle_sleep_long_ns == 65536);
+
+// The cap an idle block's master uses (detail::idle_sleep_cap), evaluated on the device for a
+// table of (run time, idle time, automatic or given cap): 1/64 of the run, at least 512 ns; at
+// most the grid's cap, unless the block has been idle for more than 16 of those, then 1/16 of its
+// idle time up to the long cap (64 us automatic; the given cap when set by hand).
+__global__ void idle_caps(canopy::detail::scheduler_ref r, const unsigned long long* run_ns,
+                          const unsigned long long* idle_ns, unsigned* out, int n) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < n) out[i] = canopy::detail::idle_sleep_cap(r, 1000, 1000 + run_ns[i], 1000 + run_ns[i] - idle_ns[i]);
+}
+
+TEST_F(GpuTest, IdleSleepCapGrowsWithTheBlocksIdleTime) {
+  struct row {
+    unsigned long long run_ns, idle_ns;
+    std::uint32_t max_ns, long_ns;
+    unsigned expected;
+  };
+  const std::vector<row> rows = {
+      {0, 0, 5280, 65536, 512},                   // a run that just started: the floor
+      {10'000, 10'000, 5280, 65536, 512},         // 10 us in: still 1/64 of the run under the floor
+      {200'000, 1'000, 5280, 65536, 3125},        // 1/64 of 200 us
+      {1'000'000, 50'000, 5280, 65536, 5280},     // the grid's cap: idle 50 us, 1/16 of it under the cap
+      {1'000'000, 200'000, 5280, 65536, 12500},   // idle 200 us: 1/16 of it
+      {100'000'000, 90'000'000, 5280, 65536, 65536},  // idle for long: the long cap
+      {100'000'000, 90'000'000, 5280, 5280, 5280},    // a cap given by hand stays the cap
+      {3'000'000, 3'000'000, 1024, 1024, 1024},
+      {10'000, 10'000, 256, 256, 256},            // a given cap under the floor is kept
+  };
+  canopy::detail::scheduler_ref r{};
+  std::vector<unsigned long long> run, idle;
+  for (const row& x : rows) {
+    run.push_back(x.run_ns);
+    idle.push_back(x.idle_ns);
+  }
+  canopy::device_buffer<unsigned long long> d_run(run), d_idle(idle);
+  canopy::device_buffer<unsigned> d_out(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    r.idle_sleep_max_ns = rows[i].max_ns;
+    r.idle_sleep_long_ns = rows[i].long_ns;
+    idle_caps<<<1, 1>>>(r, d_run.data() + i, d_idle.data() + i, d_out.data() + i, 1);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto got = d_out.download();
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    EXPECT_EQ(got[i], rows[i].expected) << "row " << i << ": run " << rows[i].run_ns << " ns, idle " << rows[i].idle_ns
+                                        << " ns, caps " << rows[i].max_ns << " / " << rows[i].long_ns;
+}
 
 TEST_F(GpuTest, EveryIdleSleepCapIsExact) {
   const auto g = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(3000, 4));

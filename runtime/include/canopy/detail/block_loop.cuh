@@ -85,16 +85,24 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
 }
 
 /// The longest an idle block sleeps before it looks at the queues again: 1/64 of the time the run
-/// has taken so far, at least 512 ns, at most r.idle_sleep_max_ns. A block asleep when the run
-/// ends delays the end by up to twice its sleep (__nanosleep's range), so the cap must stay small
-/// in short runs, whose whole length is a few such sleeps; in long ones the idle blocks' polling is
-/// what costs (see auto_idle_sleep_ns in gpu_scheduler.cuh), and the end is a small fraction of
-/// the run (at most ~1/32 of it once the run has taken 32 us).
-__device__ __forceinline__ unsigned idle_sleep_cap(const scheduler_ref& r, std::uint64_t start) {
+/// has taken so far, at least 512 ns, at most r.idle_sleep_max_ns; and a block that has been idle
+/// for more than 16 of those longest sleeps, at most 1/16 of its idle time, up to
+/// r.idle_sleep_long_ns. A block asleep when the run ends delays the end by up to twice its sleep
+/// (__nanosleep's range), so the cap must stay small in short runs, whose whole length is a few
+/// such sleeps, and in a long run's last levels, where blocks wait a few tens of µs (the climb
+/// above a big tree's twigs); but a block that waits for milliseconds (a deep DAG at full
+/// occupancy: one block works, the others poll) slows the working block by its polling alone,
+/// even every few µs (see auto_idle_sleep_long_ns in gpu_scheduler.cuh). `now` is the global
+/// timer, `idle_start` its value when this block's master began looking for work.
+__device__ __forceinline__ unsigned idle_sleep_cap(const scheduler_ref& r, std::uint64_t start, std::uint64_t now,
+                                                   std::uint64_t idle_start) {
   constexpr unsigned floor_ns = 512;
-  const std::uint64_t cap = (global_timer_ns() - start) >> 6;
-  return cap < floor_ns ? (r.idle_sleep_max_ns < floor_ns ? r.idle_sleep_max_ns : floor_ns)
-                        : cap > r.idle_sleep_max_ns ? r.idle_sleep_max_ns : static_cast<unsigned>(cap);
+  const std::uint64_t cap = (now - start) >> 6;
+  const std::uint64_t idle = (now - idle_start) >> 4;
+  std::uint64_t limit = r.idle_sleep_max_ns;
+  if (idle > limit) limit = idle < r.idle_sleep_long_ns ? idle : r.idle_sleep_long_ns;
+  return cap < floor_ns ? (limit < floor_ns ? static_cast<unsigned>(limit) : floor_ns)
+                        : cap > limit ? static_cast<unsigned>(limit) : static_cast<unsigned>(cap);
 }
 
 /// What the block master keeps between rounds (shared memory; thread 0 only).
@@ -104,6 +112,7 @@ struct master_state {
   bool first_fetch;
   bool sources_done;
   std::uint64_t start;  // the block's start (global timer): deadline and idle sleep cap
+  std::uint64_t idle_start;  // when the master last began looking for work (idle sleep cap)
 };
 
 /// The block master fetches a batch for the whole block, every lane group runs its share of it (a
@@ -144,7 +153,10 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
       batch_view b{0, 0, 0};
       const bool first_fetch = ms.first_fetch;
       const std::uint64_t start = ms.start;
-      backoff idle{64, idle_sleep_cap(r, start)};
+      // In shared memory, as the rest of the master's state: a register held across the loop
+      // raised the kernel's count over a residency step for light Ops (fifteenth session).
+      ms.idle_start = global_timer_ns();
+      backoff idle{64, idle_sleep_cap(r, start, ms.idle_start, ms.idle_start)};
       for (unsigned polls = 0;; ++polls) {
         if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { b.queued = -1; break; }
         b = fetch_batch<device_scope, M>(r, worker, &ms.priv, batch, batch_max, polls == 0 && first_fetch, ms.sources_done);
@@ -156,7 +168,7 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
           break;
         }
         if ((polls & 255) == 255 && abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); b.queued = -1; break; }
-        if ((polls & 7) == 7) idle.max_ns = idle_sleep_cap(r, start);
+        if ((polls & 7) == 7) idle.max_ns = idle_sleep_cap(r, start, global_timer_ns(), ms.idle_start);
         idle.pause();
       }
       s_batch = b;

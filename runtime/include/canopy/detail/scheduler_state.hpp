@@ -84,6 +84,9 @@ struct scheduler_ref {
   run_report* report;
   std::uint64_t budget_ns;  // deadline, relative to each worker's start
   std::uint32_t idle_sleep_max_ns;  // GPU: cap of an idle block's exponential back-off between polls
+  // GPU: the cap a block that has been idle for long may reach (idle_sleep_cap); equal to
+  // idle_sleep_max_ns when the caller set the cap by hand.
+  std::uint32_t idle_sleep_long_ns;
   // Sources [0, static_sources) are dealt without atomics: worker w takes [w * source_chunk,
   // +source_chunk) on its first fetch (GPU block modes). The cursor counts the claims after them.
   std::uint32_t static_sources;
