@@ -60,6 +60,27 @@ __global__ void atomic_chain(int* counters, int mask, int steps, std::uint64_t* 
   *sink = static_cast<std::uint32_t>(i);
 }
 
+// The scheduler's arrival: the 16 lanes store m at out[slot], the group barrier orders their
+// stores, lane 0 decrements counter `slot` acq_rel; every lane returns the counter's old value.
+__device__ int publish_and_arrive(const canopy::lane_group<16>& g, ct::multipole<float>* out, int* counters,
+                                  unsigned slot, const ct::multipole<float>& m) {
+  ct::group_store(g, out + slot, m);
+  g.sync();
+  int got = 0;
+  if (g.rank == 0)
+    got = cuda::atomic_ref<int, cuda::thread_scope_device>(counters[slot * line_words]).fetch_sub(1, cuda::std::memory_order_acq_rel);
+  return g.from_first(got);
+}
+
+// Lane 0 of the group writes the chain's span and its last value.
+__device__ void report(const canopy::lane_group<16>& g, std::uint64_t t0, int i, std::uint64_t* ns, std::uint32_t* sink) {
+  const std::uint64_t t1 = probe::global_timer_ns();
+  if (g.rank == 0) {
+    *ns = t1 - t0;
+    *sink = static_cast<std::uint32_t>(i);
+  }
+}
+
 // 16 lanes store a payload to slot k, then lane 0 arrives at counter k (acq_rel), chained through
 // the atomic's result.
 __global__ void store_arrive(ct::multipole<float>* out, int* counters, int mask, int steps, std::uint64_t* ns,
@@ -72,18 +93,9 @@ __global__ void store_arrive(ct::multipole<float>* out, int* counters, int mask,
   for (int k = 0; k < steps; ++k) {
     const unsigned slot = (static_cast<unsigned>(i + k) * 7919u) & static_cast<unsigned>(mask);
     m.count = static_cast<std::uint32_t>(k);
-    ct::group_store(g, out + slot, m);
-    g.sync();
-    int got = 0;
-    if (g.rank == 0)
-      got = cuda::atomic_ref<int, cuda::thread_scope_device>(counters[slot * line_words]).fetch_sub(1, cuda::std::memory_order_acq_rel);
-    i = g.from_first(got);
+    i = publish_and_arrive(g, out, counters, slot, m);
   }
-  const std::uint64_t t1 = probe::global_timer_ns();
-  if (g.rank == 0) {
-    *ns = t1 - t0;
-    *sink = static_cast<std::uint32_t>(i);
-  }
+  report(g, t0, i, ns, sink);
 }
 
 // The bare hop of an upward pass on 16 lanes: the task's 16-byte record (entry = first child of 8),
@@ -101,19 +113,9 @@ __global__ void bare_hop(const int4* records, int record_mask, const ct::multipo
     const unsigned t = (static_cast<unsigned>(i + k) * 2654435761u) & static_cast<unsigned>(record_mask);
     const int4 rec = __ldg(records + t);
     const ct::multipole<float> r = ct::group_merge<16, 1>(g, children + rec.y, rec.z, ct::load_through_l2{});
-    const unsigned slot = t & static_cast<unsigned>(mask);
-    ct::group_store(g, out + slot, r);
-    g.sync();
-    int got = 0;
-    if (g.rank == 0)
-      got = cuda::atomic_ref<int, cuda::thread_scope_device>(counters[slot * line_words]).fetch_sub(1, cuda::std::memory_order_acq_rel);
-    i = g.from_first(got);
+    i = publish_and_arrive(g, out, counters, t & static_cast<unsigned>(mask), r);
   }
-  const std::uint64_t t1 = probe::global_timer_ns();
-  if (g.rank == 0) {
-    *ns = t1 - t0;
-    *sink = static_cast<std::uint32_t>(i);
-  }
+  report(g, t0, i, ns, sink);
 }
 
 // A random cycle through `lines` lines (word 0 of each names the next); `order` is the cycle.
