@@ -471,6 +471,10 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) co
   const std::int64_t per_block = (static_cast<std::int64_t>(gr.source_count) + grid - 1) / grid;
   const int chunk = static_cast<int>(std::min<std::int64_t>(std::max<std::int64_t>(per_block, 1), batch_max));  // batch_max <= threads
   const auto static_sources = static_cast<std::uint32_t>(traits_of(options_.mode).block_fetch ? grid * chunk : 0);
+  // A cap given by hand (<= 1 ms, checked by the constructor) is the cap however long a block has
+  // been idle; the automatic one grows with the grid, and with a block's idle time.
+  const auto given_sleep = static_cast<std::uint32_t>(options_.idle_sleep_max.count());
+  const bool sleep_given = given_sleep > 0;
   return detail::scheduler_ref{gr,
                                global_header_.data(),
                                global_slots_.data(),
@@ -486,11 +490,8 @@ inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) co
                                max_workers_,
                                report_.device(),
                                detail::deadline_budget_ns(options_.deadline),
-                               options_.idle_sleep_max.count() > 0  // <= 1 ms, checked by the constructor
-                                   ? static_cast<std::uint32_t>(options_.idle_sleep_max.count())
-                                   : detail::auto_idle_sleep_ns(grid),
-                               options_.idle_sleep_max.count() > 0 ? static_cast<std::uint32_t>(options_.idle_sleep_max.count())
-                                                                   : detail::auto_idle_sleep_long_ns,
+                               sleep_given ? given_sleep : detail::auto_idle_sleep_ns(grid),
+                               sleep_given ? given_sleep : detail::auto_idle_sleep_long_ns,
                                static_sources,
                                batch_max};
 }

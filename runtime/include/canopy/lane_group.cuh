@@ -39,7 +39,7 @@
 #error "canopy/lane_group.cuh is device code: include it from .cu files only"
 #endif
 
-#include <type_traits>
+#include "canopy/detail/min_max.hpp"
 
 namespace canopy {
 
@@ -96,17 +96,11 @@ __device__ __forceinline__ T group_sum(const lane_group<G>& g, T v) {
 }
 template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_min(const lane_group<G>& g, T v) {
-  return group_reduce<Stride>(g, v, [](T mine, T other) {
-    if constexpr (std::is_same_v<T, float>) return fminf(mine, other);  // one FMNMX (NaN aside, the same)
-    else return other < mine ? other : mine;
-  });
+  return group_reduce<Stride>(g, v, [](T mine, T other) { return detail::smaller(mine, other); });
 }
 template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_max(const lane_group<G>& g, T v) {
-  return group_reduce<Stride>(g, v, [](T mine, T other) {
-    if constexpr (std::is_same_v<T, float>) return fmaxf(mine, other);
-    else return mine < other ? other : mine;
-  });
+  return group_reduce<Stride>(g, v, [](T mine, T other) { return detail::larger(mine, other); });
 }
 
 }  // namespace canopy

@@ -276,10 +276,9 @@ static_assert(canopy::detail::auto_idle_sleep_long_ns == 65536);
 // table of (run time, idle time, automatic or given cap): 1/64 of the run, at least 512 ns; at
 // most the grid's cap, unless the block has been idle for more than 16 of those, then 1/16 of its
 // idle time up to the long cap (64 us automatic; the given cap when set by hand).
-__global__ void idle_caps(canopy::detail::scheduler_ref r, const unsigned long long* run_ns,
-                          const unsigned long long* idle_ns, unsigned* out, int n) {
-  const int i = static_cast<int>(threadIdx.x);
-  if (i < n) out[i] = canopy::detail::idle_sleep_cap(r, 1000, 1000 + run_ns[i], 1000 + run_ns[i] - idle_ns[i]);
+__global__ void idle_cap(canopy::detail::scheduler_ref r, unsigned long long run_ns, unsigned long long idle_ns,
+                         unsigned* out) {
+  *out = canopy::detail::idle_sleep_cap(r, 1000, 1000 + run_ns, 1000 + run_ns - idle_ns);
 }
 
 TEST_F(GpuTest, IdleSleepCapGrowsWithTheBlocksIdleTime) {
@@ -299,18 +298,12 @@ TEST_F(GpuTest, IdleSleepCapGrowsWithTheBlocksIdleTime) {
       {3'000'000, 3'000'000, 1024, 1024, 1024},
       {10'000, 10'000, 256, 256, 256},            // a given cap under the floor is kept
   };
-  canopy::detail::scheduler_ref r{};
-  std::vector<unsigned long long> run, idle;
-  for (const row& x : rows) {
-    run.push_back(x.run_ns);
-    idle.push_back(x.idle_ns);
-  }
-  canopy::device_buffer<unsigned long long> d_run(run), d_idle(idle);
   canopy::device_buffer<unsigned> d_out(rows.size());
   for (std::size_t i = 0; i < rows.size(); ++i) {
+    canopy::detail::scheduler_ref r{};
     r.idle_sleep_max_ns = rows[i].max_ns;
     r.idle_sleep_long_ns = rows[i].long_ns;
-    idle_caps<<<1, 1>>>(r, d_run.data() + i, d_idle.data() + i, d_out.data() + i, 1);
+    idle_cap<<<1, 1>>>(r, rows[i].run_ns, rows[i].idle_ns, d_out.data() + i);
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const auto got = d_out.download();

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <canopy/config.hpp>
+#include <canopy/detail/min_max.hpp>
 #include <canopy/trees/point.hpp>
 
 #include <cstdint>
@@ -49,30 +50,10 @@ CANOPY_HD constexpr T positive_infinity() {
     return __builtin_huge_val();
   }
 }
-// The box's min and max. On the device, float and double use fmin/fmax: one FMNMX instruction
-// where the select is a compare and a select, and the two were 9% of a pass's instructions
-// (bench/RESULTS.md, fourteenth session). They agree for every value a tree holds (the point
-// readers reject NaN) up to the sign of a zero, which the box's comparisons ignore.
-template <class T>
-CANOPY_HD constexpr T smaller(T a, T b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) return fminf(a, b);
-  else if constexpr (std::is_same_v<T, double>) return fmin(a, b);
-  else return b < a ? b : a;
-#else
-  return b < a ? b : a;
-#endif
-}
-template <class T>
-CANOPY_HD constexpr T larger(T a, T b) {
-#if defined(__CUDA_ARCH__)
-  if constexpr (std::is_same_v<T, float>) return fmaxf(a, b);
-  else if constexpr (std::is_same_v<T, double>) return fmax(a, b);
-  else return a < b ? b : a;
-#else
-  return a < b ? b : a;
-#endif
-}
+// The box's min and max: one FMNMX each on the device (canopy/detail/min_max.hpp); the point
+// readers reject NaN, so that and the host's select agree up to the sign of a zero.
+using canopy::detail::larger;
+using canopy::detail::smaller;
 }  // namespace detail
 
 template <class T>
