@@ -14,6 +14,18 @@
 //   store+arrive   16 lanes store a 68-byte payload, __syncwarp, lane 0 fetch_sub(acq_rel): the
 //                  scheduler's arrival (the release waits for the stores)
 //   bare hop       the whole hop above, entry record cold (DRAM) or warm (L2)
+// and the arrival's memory orders (sixteenth session), each a chain as above:
+//   atomic release         fetch_sub(release): what an arrival that is not the last one needs
+//   atomic rel + acq fence fetch_sub(release), then atomic_thread_fence(acquire): the last arriver
+//   store+arrive rel(+acq) store+arrive with those two orders instead of acq_rel
+//   2 arrivals acq_rel     a DAG task's two successors resolved one after the other, acq_rel each
+//   2 arrivals pipelined   one release fence, both relaxed fetch_subs issued together, one acquire
+//                          fence: what arrive_each does for a lane with several successors
+//   2 arrivals, 2 lanes    lanes 0 and 1 each arrive at one counter acq_rel, together: what a
+//                          climbing lane group does with a DAG task's successors
+//   l1 reload after X      a line brought into L1 by __ldg, loaded again by __ldg after each atomic
+//                          X: whether X's acquire drops it from the SM's L1 (an L2 round trip).
+//                          The read-only path only; plain loads were not measured
 #include <cuda/atomic>
 
 #include <cstdint>
@@ -46,14 +58,94 @@ __global__ void chase(const std::uint32_t* ring, std::uint32_t start, int steps,
   *sink = i;
 }
 
-template <bool AcqRel>
+// How an arrival orders memory: relaxed (no order), acq_rel (the scheduler until the fifteenth
+// session), release (an arrival that is not the last), release then an acquire fence (the last).
+enum class order { relaxed, acq_rel, release, release_acquire };
+
+__device__ __forceinline__ int arrive_as(order o, int* c) {
+  cuda::atomic_ref<int, cuda::thread_scope_device> a(*c);
+  switch (o) {
+    case order::relaxed: return atomicAdd(c, 1);
+    case order::acq_rel: return a.fetch_sub(1, cuda::std::memory_order_acq_rel);
+    case order::release: return a.fetch_sub(1, cuda::std::memory_order_release);
+    default: {
+      const int v = a.fetch_sub(1, cuda::std::memory_order_release);
+      cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_device);
+      return v;
+    }
+  }
+}
+
+template <order O>
 __global__ void atomic_chain(int* counters, int mask, int steps, std::uint64_t* ns, std::uint32_t* sink) {
   int i = 0;
   const std::uint64_t t0 = probe::global_timer_ns();
   for (int k = 0; k < steps; ++k) {
     int* c = counters + (static_cast<unsigned>(i) * 7919u & static_cast<unsigned>(mask)) * line_words;
-    if constexpr (AcqRel) i = cuda::atomic_ref<int, cuda::thread_scope_device>(*c).fetch_sub(1, cuda::std::memory_order_acq_rel);
-    else i = atomicAdd(c, 1);
+    i = arrive_as(O, c);
+  }
+  const std::uint64_t t1 = probe::global_timer_ns();
+  *ns = t1 - t0;
+  *sink = static_cast<std::uint32_t>(i);
+}
+
+// A DAG task's two successors: acq_rel arrivals one after the other (Pipelined false), or one
+// release fence, both relaxed fetch_subs issued before either result is used, one acquire fence.
+template <bool Pipelined>
+__global__ void two_arrivals(int* counters, int mask, int steps, std::uint64_t* ns, std::uint32_t* sink) {
+  int i = 0;
+  const std::uint64_t t0 = probe::global_timer_ns();
+  for (int k = 0; k < steps; ++k) {
+    int* c0 = counters + (static_cast<unsigned>(i) * 7919u & static_cast<unsigned>(mask)) * line_words;
+    int* c1 = counters + ((static_cast<unsigned>(i) * 7919u + 977u) & static_cast<unsigned>(mask)) * line_words;
+    if constexpr (Pipelined) {
+      cuda::atomic_thread_fence(cuda::std::memory_order_release, cuda::thread_scope_device);
+      const int a = cuda::atomic_ref<int, cuda::thread_scope_device>(*c0).fetch_sub(1, cuda::std::memory_order_relaxed);
+      const int b = cuda::atomic_ref<int, cuda::thread_scope_device>(*c1).fetch_sub(1, cuda::std::memory_order_relaxed);
+      cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_device);
+      i = a + b;
+    } else {
+      const int a = arrive_as(order::acq_rel, c0);
+      i = a + arrive_as(order::acq_rel, c1);
+    }
+  }
+  const std::uint64_t t1 = probe::global_timer_ns();
+  *ns = t1 - t0;
+  *sink = static_cast<std::uint32_t>(i);
+}
+
+// Two lanes, one acq_rel arrival each, at the same time; the chain goes on from both results.
+__global__ void two_lanes(int* counters, int mask, int steps, std::uint64_t* ns, std::uint32_t* sink) {
+  const int lane = static_cast<int>(threadIdx.x);
+  if (lane >= 2) return;
+  int i = 0;
+  const std::uint64_t t0 = probe::global_timer_ns();
+  for (int k = 0; k < steps; ++k) {
+    int* c = counters + ((static_cast<unsigned>(i) * 7919u + static_cast<unsigned>(lane) * 977u) & static_cast<unsigned>(mask)) * line_words;
+    const int v = arrive_as(order::acq_rel, c);
+    i = v + __shfl_xor_sync(0x3u, v, 1);
+  }
+  const std::uint64_t t1 = probe::global_timer_ns();
+  if (lane == 0) {
+    *ns = t1 - t0;
+    *sink = static_cast<std::uint32_t>(i);
+  }
+}
+
+// An arrival, then a load of one of 8 lines that an earlier pass brought into L1 (__ldg), its
+// value choosing the next counter: per step the arrival plus an L1 hit (~30 ns) or, when the
+// arrival's acquire invalidated L1, an L2 round trip.
+template <order O>
+__global__ void l1_after(const std::uint32_t* lines, int* counters, int mask, int steps, std::uint64_t* ns,
+                         std::uint32_t* sink) {
+  std::uint32_t v = 0;
+  for (int k = 0; k < 8; ++k) v += __ldg(lines + k * line_words);  // into L1
+  int i = static_cast<int>(v);
+  const std::uint64_t t0 = probe::global_timer_ns();
+  for (int k = 0; k < steps; ++k) {
+    int* c = counters + (static_cast<unsigned>(i) * 7919u & static_cast<unsigned>(mask)) * line_words;
+    const int got = arrive_as(O, c);
+    i = got + static_cast<int>(__ldg(lines + (static_cast<unsigned>(got) & 7u) * line_words));
   }
   const std::uint64_t t1 = probe::global_timer_ns();
   *ns = t1 - t0;
@@ -62,13 +154,13 @@ __global__ void atomic_chain(int* counters, int mask, int steps, std::uint64_t* 
 
 // The scheduler's arrival: the 16 lanes store m at out[slot], the group barrier orders their
 // stores, lane 0 decrements counter `slot` acq_rel; every lane returns the counter's old value.
+template <order O = order::acq_rel>
 __device__ int publish_and_arrive(const canopy::lane_group<16>& g, ct::multipole<float>* out, int* counters,
                                   unsigned slot, const ct::multipole<float>& m) {
   ct::group_store(g, out + slot, m);
   g.sync();
   int got = 0;
-  if (g.rank == 0)
-    got = cuda::atomic_ref<int, cuda::thread_scope_device>(counters[slot * line_words]).fetch_sub(1, cuda::std::memory_order_acq_rel);
+  if (g.rank == 0) got = arrive_as(O, counters + slot * line_words);
   return g.from_first(got);
 }
 
@@ -81,8 +173,9 @@ __device__ void report(const canopy::lane_group<16>& g, std::uint64_t t0, int i,
   }
 }
 
-// 16 lanes store a payload to slot k, then lane 0 arrives at counter k (acq_rel), chained through
+// 16 lanes store a payload to slot k, then lane 0 arrives at counter k (order O), chained through
 // the atomic's result.
+template <order O>
 __global__ void store_arrive(ct::multipole<float>* out, int* counters, int mask, int steps, std::uint64_t* ns,
                              std::uint32_t* sink) {
   const auto g = canopy::lane_group<16>::here();
@@ -93,7 +186,7 @@ __global__ void store_arrive(ct::multipole<float>* out, int* counters, int mask,
   for (int k = 0; k < steps; ++k) {
     const unsigned slot = (static_cast<unsigned>(i + k) * 7919u) & static_cast<unsigned>(mask);
     m.count = static_cast<std::uint32_t>(k);
-    i = publish_and_arrive(g, out, counters, slot, m);
+    i = publish_and_arrive<O>(g, out, counters, slot, m);
   }
   report(g, t0, i, ns, sink);
 }
@@ -169,10 +262,39 @@ int main(int argc, char** argv) {
   }
   constexpr int counter_count = 4096;
   canopy::device_buffer<int> counters(std::vector<int>(counter_count * line_words, 1 << 30));
-  std::printf("  atomic relaxed   %8.1f\n", ns_per_step([&](auto* ns, auto* s, int) { atomic_chain<false><<<1, 1>>>(counters.data(), counter_count - 1, steps, ns, s); }, steps));
-  std::printf("  atomic acq_rel   %8.1f\n", ns_per_step([&](auto* ns, auto* s, int) { atomic_chain<true><<<1, 1>>>(counters.data(), counter_count - 1, steps, ns, s); }, steps));
+  const int cmask = counter_count - 1;
+  auto chain_of = [&](const char* what, auto kernel, int threads) {
+    std::printf("  %-22s %8.1f\n", what,
+                ns_per_step([&](auto* ns, auto* s, int) { kernel<<<1, threads>>>(counters.data(), cmask, steps, ns, s); }, steps));
+  };
+  chain_of("atomic relaxed", atomic_chain<order::relaxed>, 1);
+  chain_of("atomic acq_rel", atomic_chain<order::acq_rel>, 1);
+  chain_of("atomic release", atomic_chain<order::release>, 1);
+  chain_of("atomic rel + acq fence", atomic_chain<order::release_acquire>, 1);
+  chain_of("2 arrivals acq_rel", two_arrivals<false>, 1);
+  chain_of("2 arrivals pipelined", two_arrivals<true>, 1);
+  chain_of("2 arrivals, 2 lanes", two_lanes, 32);
+  {
+    canopy::device_buffer<std::uint32_t> lines(std::vector<std::uint32_t>(8 * line_words, 0u));
+    auto l1_of = [&](const char* what, auto kernel) {
+      std::printf("  %-22s %8.1f\n", what, ns_per_step([&](auto* ns, auto* s, int) {
+        kernel<<<1, 1>>>(lines.data(), counters.data(), cmask, steps, ns, s);
+      }, steps));
+    };
+    l1_of("l1 reload after relaxed", l1_after<order::relaxed>);
+    l1_of("l1 reload after acq_rel", l1_after<order::acq_rel>);
+    l1_of("l1 reload after release", l1_after<order::release>);
+    l1_of("l1 reload after rel+acq", l1_after<order::release_acquire>);
+  }
   canopy::device_buffer<ct::multipole<float>> out(counter_count);
-  std::printf("  store+arrive     %8.1f\n", ns_per_step([&](auto* ns, auto* s, int) { store_arrive<<<1, 32>>>(out.data(), counters.data(), counter_count - 1, steps, ns, s); }, steps));
+  auto store_arrive_of = [&](const char* what, auto kernel) {
+    std::printf("  %-22s %8.1f\n", what, ns_per_step([&](auto* ns, auto* s, int) {
+      kernel<<<1, 32>>>(out.data(), counters.data(), cmask, steps, ns, s);
+    }, steps));
+  };
+  store_arrive_of("store+arrive acq_rel", store_arrive<order::acq_rel>);
+  store_arrive_of("store+arrive release", store_arrive<order::release>);
+  store_arrive_of("store+arrive rel+acq", store_arrive<order::release_acquire>);
 
   // Children: 64 K payloads (4.4 MB, L2-resident once read); records: cold (16 M records, 256 MB)
   // or warm (4 K records, 64 KB).

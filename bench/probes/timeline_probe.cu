@@ -37,6 +37,11 @@ struct tasks_per_group_of<Inner, true> {
 template <class Inner>
 struct timed_ops : tasks_per_group_of<Inner> {
   static constexpr int group_size = Inner::group_size;
+  // As Inner, so that the kernel is the one the pass runs (canopy/lane_group.cuh).
+  static constexpr bool tree_only = [] {
+    if constexpr (requires { Inner::tree_only; }) return static_cast<bool>(Inner::tree_only);
+    else return false;
+  }();
   Inner inner;
   unsigned long long* begin;
   unsigned long long* end;

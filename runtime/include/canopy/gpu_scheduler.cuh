@@ -391,6 +391,10 @@ inline void gpu_scheduler::copy_device_graph(const device_task_graph& graph, cud
       buffer = device_buffer<T>(std::max<std::size_t>(need + need / 2, 1));
     }
   };
+  // A device task graph is a tree: successor lists left from a DAG the scheduler was made with would
+  // make the kernel read the new tree as that DAG.
+  succ_offsets_ = device_buffer<std::int32_t>();
+  succ_ = device_buffer<task_id>();
   grow(parent_, n);
   grow(dependency_count_, n);
   grow(pending_, n);
@@ -549,6 +553,11 @@ template <class Ops>
 run_ticket gpu_scheduler::enqueue(const Ops& ops, cudaStream_t stream) {
   static_assert(std::is_trivially_copyable_v<Ops>, "Ops is passed to the kernel by value: it must be trivially copyable");
   if (report_.host() == nullptr) throw error(status::invalid_argument, "gpu backend: run on a moved-from scheduler");
+  // Before the ticket: a refused call must not look like a later run to an earlier run's ticket.
+  if constexpr (detail::tree_only_of<Ops>)
+    if (succ_offsets_.size() != 0)
+      throw error(status::invalid_argument, "gpu backend: the Ops declare tree_only, but the graph has successor lists (a DAG; "
+                                            "build trees with task_graph::from_parents)");
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cuda_check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
   const bool captured = capture == cudaStreamCaptureStatusActive;

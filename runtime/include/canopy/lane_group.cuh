@@ -30,6 +30,11 @@
 // only when groups run several tasks per batch; a `prefetch` with another signature, or not
 // const, is not seen (the scheduler tests for exactly this one) and is silently never called.
 //
+// An Ops that only ever runs on trees (task_graph::from_parents, device_task_graph) may declare
+// `static constexpr bool tree_only = true;`: its kernel is then compiled without the DAG paths,
+// which leaves the task more registers (the octree passes do; canopy/detail/dependency.hpp). Both
+// backends refuse to run it over a DAG (invalid_argument).
+//
 // The CPU backend and the `mutex` .. `private-queues` modes (only warp masters work) call the group
 // operator with G = 1, so one operator serves every mode; a scalar `operator()(task_id)` is still
 // needed for the CPU backend.
@@ -74,10 +79,25 @@ struct lane_group {
     if constexpr (G > 1) return __shfl_sync(mask, value, 0, G);
     else return value;
   }
+  /// Lane `from`'s value (a rank of the group), in every lane.
+  template <class T>
+  __device__ T from_lane(T value, int from) const {
+    if constexpr (G > 1) return __shfl_sync(mask, value, from, G);
+    else return value;
+  }
   /// True in every lane if it is true in any.
   __device__ bool any(bool p) const {
     if constexpr (G > 1) return __any_sync(mask, p);
     else return p;
+  }
+  /// The lowest rank whose p is true, in every lane; -1 if none.
+  __device__ int first_with(bool p) const {
+    if constexpr (G > 1) {
+      const unsigned b = __ballot_sync(mask, p) & mask;
+      return b == 0 ? -1 : __ffs(b) - __ffs(mask);
+    } else {
+      return p ? 0 : -1;
+    }
   }
 };
 

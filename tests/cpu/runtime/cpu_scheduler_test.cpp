@@ -94,6 +94,29 @@ TEST(CpuScheduler, OneRunAtATimePerScheduler) {
   EXPECT_TRUE(s.run([](canopy::task_id) {}).ok());  // and the scheduler is free again
 }
 
+// Ops that declare tree_only (canopy/detail/dependency.hpp) run on trees and are refused, with one
+// clear message and no task run, on a DAG; Ops without it run on both.
+struct tree_only_counting {
+  static constexpr bool tree_only = true;
+  std::atomic<int>* ran;
+  void operator()(canopy::task_id) const { ran->fetch_add(1); }
+};
+
+TEST(CpuScheduler, TreeOnlyOpsRunOnTreesAndAreRefusedOnADag) {
+  const auto tree = canopy::task_graph::from_parents(canopy::testing::random_tree_parents(300, 5));
+  const auto dag = canopy::task_graph::from_edges(300, canopy::testing::random_dag_edges(300, 3, 6));
+  std::atomic<int> ran{0};
+  EXPECT_TRUE(canopy::cpu_scheduler(tree, canopy::scheduler_options{}).run(tree_only_counting{&ran}).ok());
+  EXPECT_EQ(ran.load(), 300);
+  ran = 0;
+  const canopy::run_result r = canopy::cpu_scheduler(dag, canopy::scheduler_options{}).run(tree_only_counting{&ran});
+  EXPECT_EQ(r.code, canopy::status::invalid_argument);
+  EXPECT_NE(r.message.find("tree_only"), std::string::npos) << r.message;
+  EXPECT_EQ(ran.load(), 0);
+  EXPECT_TRUE(canopy::cpu_scheduler(dag, canopy::scheduler_options{}).run([&](canopy::task_id) { ran.fetch_add(1); }).ok());
+  EXPECT_EQ(ran.load(), 300);
+}
+
 // A run whose last task finished after the deadline had passed is complete, not late: the worker
 // that checked the clock afterwards reported a timeout (the GPU kernel has had this guard).
 TEST(CpuScheduler, ARunThatFinishesPastItsDeadlineIsNotATimeout) {

@@ -72,6 +72,40 @@ TEST_F(GpuTest, DeviceGraphRunsAreExactAcrossSetGraph) {
   }
 }
 
+// A scheduler made from a host DAG and switched to a device tree with set_graph kept the DAG's
+// successor lists, and the kernel read the tree as that DAG (wrong values or a timeout). Each mode
+// with dependency counters, and a tree_only Ops refused on the DAG first.
+struct tree_only_ops {
+  static constexpr bool tree_only = true;
+  __device__ void operator()(task_id) const {}
+};
+
+TEST_F(GpuTest, SetGraphFromADagToADeviceTreeRunsTheTree) {
+  for (const canopy::mode m : {canopy::mode::lockfree_tree, canopy::mode::lockfree, canopy::mode::continuation}) {
+    SCOPED_TRACE(std::string("mode ") + std::string(canopy::to_string(m)));
+    const task_graph dag = task_graph::from_edges(3000, canopy::testing::random_dag_edges(3000, 4, 11));
+    canopy::scheduler_options o;
+    o.mode = m;
+    o.deadline = std::chrono::seconds(10);
+    canopy::gpu_scheduler sched(dag, o);
+    // run() reports the refusal; run_async() throws it, before enqueueing anything.
+    const canopy::run_result refused = sched.run(tree_only_ops{});
+    EXPECT_EQ(refused.code, canopy::status::invalid_argument);
+    EXPECT_NE(refused.message.find("tree_only"), std::string::npos) << refused.message;
+    EXPECT_THROW((void)sched.run_async(tree_only_ops{}), canopy::error);
+    tree_case t(canopy::testing::random_tree_parents(20000, 12));
+    sched.set_graph(device_task_graph::from_parents(t.d_parent.data(), t.host.task_count()));
+    canopy::test::gpu_backend::workspace w(t.host);
+    const auto expect = canopy::test::serial_sums(t.host);
+    for (int run = 0; run < 2; ++run) {
+      const canopy::run_result r = sched.run(w.ops());
+      ASSERT_TRUE(r.ok()) << "run " << run << ": " << r.message;
+      ASSERT_EQ(canopy::test::exact_run_errors(w.read(), expect), "") << "run " << run;
+    }
+    EXPECT_TRUE(sched.run(tree_only_ops{}).ok());
+  }
+}
+
 __device__ inline std::uint64_t now_ns() {
   std::uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

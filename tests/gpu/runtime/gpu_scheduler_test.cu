@@ -51,11 +51,45 @@ struct group_sum_ops {
   }
 };
 
+// Hubs with fans: hub k has 1 + (37 k mod 70) successors, all of which are the predecessors of hub
+// k + 1, so that a climbing group's lanes each arrive at none, one or several successors (the
+// arrivals issued together, arrive_each), and the one that brings the next hub in must hand it to
+// the group while the fan's other tasks are staged.
+canopy::task_graph fan_dag(int hubs) {
+  std::vector<std::pair<task_id, task_id>> edges;
+  task_id next = 1;
+  task_id hub = 0;
+  for (int k = 0; k + 1 < hubs; ++k) {
+    const int fan = 1 + (37 * k) % 70;
+    const task_id following = next + fan;
+    for (int f = 0; f < fan; ++f) {
+      edges.emplace_back(hub, next + f);
+      edges.emplace_back(next + f, following);
+    }
+    hub = following;
+    next = following + 1;
+  }
+  return canopy::task_graph::from_edges(next, edges);
+}
+
+// Layers of `width` tasks, each depending on every task of the layer before: every task has
+// `width` successors, more than a lane issues in one round of arrive_each when the group is
+// narrower (and each of them has `width` predecessors, so most arrivals are not the last).
+canopy::task_graph mesh_dag(int layers, int width) {
+  std::vector<std::pair<task_id, task_id>> edges;
+  for (int l = 0; l + 1 < layers; ++l)
+    for (int a = 0; a < width; ++a)
+      for (int b = 0; b < width; ++b) edges.emplace_back(l * width + a, (l + 1) * width + b);
+  return canopy::task_graph::from_edges(layers * width, edges);
+}
+
 template <int G>
 void check_groups(mode m) {
   std::vector<canopy::task_graph> graphs;
   graphs.push_back(canopy::task_graph::from_parents(canopy::testing::random_tree_parents(20000, 3)));
   graphs.push_back(canopy::task_graph::from_edges(5000, canopy::testing::random_dag_edges(5000, 6, 78)));
+  graphs.push_back(fan_dag(40));
+  graphs.push_back(mesh_dag(30, 13));
   const int expect_lanes = canopy::traits_of(m).block_fetch ? G : 1;  // warp-master modes use one lane
   for (const auto& g : graphs) {
     canopy::scheduler_options opt;
@@ -89,6 +123,7 @@ void check_groups(mode m) {
 }
 
 TEST_P(GpuSchedulerModes, LaneGroupsRunEachTaskOnceOnEveryLane) {
+  check_groups<1>(GetParam());
   check_groups<4>(GetParam());
   check_groups<32>(GetParam());
 }

@@ -7,6 +7,7 @@
 #include <cuda/atomic>
 
 #include "canopy/detail/backoff.hpp"
+#include "canopy/detail/dependency.hpp"
 #include "canopy/detail/fetch_push.hpp"
 #include "canopy/detail/kernel_common.cuh"
 #include "canopy/detail/ops_traits.cuh"
@@ -56,7 +57,8 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
   // DAG with a long dependency chain would otherwise hold the block, and the tasks it staged, for
   // the whole chain. Trees are at most 22 levels deep and never reach it.
   constexpr int max_chain = 64;
-  const bool tree = r.graph.succ_offsets == nullptr;
+  // Known at compile time for Ops that run on trees only (tree_only_of): no DAG code in their kernel.
+  const bool tree = tree_only_of<Ops> || r.graph.succ_offsets == nullptr;
   for (int hops = 1; t != no_task; ++hops) {
     // A tree task's parent is loaded before the task runs, so that its L2 round trip overlaps the
     // task instead of coming between the task and its arrival (a climbing chain waits for it on
@@ -66,20 +68,39 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
       if (g.rank == 0 && tree) parent = r.graph.parent[t];
     invoke_task(ops, t, g);
     if constexpr (!T.atomic_tree) return;
-    // The barrier orders every lane's writes before lane 0's release in arrive(); after lane 0's
-    // acquire the second barrier orders the other lanes' reads of the children after it.
+    // The barrier orders every lane's writes before the arriving lanes' releases; after the
+    // acquire of the lane that made the next task ready, the second barrier orders the other
+    // lanes' reads of that task's inputs after it.
     g.sync();
-    task_id next = no_task;
-    if (g.rank == 0) {
-      auto on_ready = [&](task_id s) {
-        if (T.continuation && climb && hops < max_chain && next == no_task) next = s;
+    const bool may_climb = T.continuation && climb && hops < max_chain;
+    if (tree) {
+      task_id next = no_task;
+      if (g.rank == 0) {
+        const int succs = resolve_parent<device_scope>(r.graph, parent, [&](task_id s) {
+          if (may_climb) next = s;
+          else stage(s);
+        });
+        if (succs == 0) sink_finished<device_scope>(r);
+      }
+      t = g.from_first(next);
+    } else {
+      // A DAG task's successors are resolved by the group's lanes at once (lane k arrives at
+      // successors k, k + G, ...; a lane with several issues them together, arrive_each): each
+      // arrival is a device-scope atomic of ~570 ns, and one lane doing them one after the other
+      // put all of them on the chain's critical path (bench/RESULTS.md, sixteenth session). The
+      // lowest lane that made a successor ready hands it to the group when it may climb; every
+      // other ready successor is staged.
+      const std::int32_t b = r.graph.succ_offsets[t], e = r.graph.succ_offsets[t + 1];
+      task_id mine = no_task;
+      arrive_each<device_scope>(r.graph, b + g.rank, e, G, [&](task_id s) {
+        if (mine == no_task) mine = s;
         else stage(s);
-      };
-      const int succs = tree ? resolve_parent<device_scope>(r.graph, parent, on_ready)
-                             : resolve_successors<device_scope>(r.graph, t, on_ready);
-      if (succs == 0) sink_finished<device_scope>(r);
+      });
+      const int leader = may_climb ? g.first_with(mine != no_task) : -1;
+      if (mine != no_task && g.rank != leader) stage(mine);
+      if (e == b && g.rank == 0) sink_finished<device_scope>(r);
+      t = leader < 0 ? no_task : g.from_lane(mine, leader);
     }
-    t = g.from_first(next);
     g.sync();
   }
 }
@@ -215,7 +236,9 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
         }
         g.sync();
         for (int i = group + g.rank * groups; i < todo; i += groups * G) {
-          const int succs = resolve_successors<device_scope>(r.graph, cur.at(r, batch, i), stage);
+          const task_id done = cur.at(r, batch, i);
+          const int succs = tree_only_of<Ops> ? resolve_parent<device_scope>(r.graph, r.graph.parent[done], stage)
+                                              : resolve_successors<device_scope>(r.graph, done, stage);
           if (succs == 0) sink_finished<device_scope>(r);
         }
       }

@@ -106,6 +106,8 @@ template <class T, int LeafLanes = 1>
 struct bucket_upward_ops {
   static_assert(LeafLanes == 1 || LeafLanes == 2 || LeafLanes == 4 || LeafLanes == 8, "LeafLanes: 1, 2, 4 or 8");
   static constexpr int group_size = 32;
+  /// Bucket graphs are trees: the kernel needs no DAG paths (canopy/detail/dependency.hpp).
+  static constexpr bool tree_only = true;
   /// The GPU stages a bucket's points in shared memory: at most this many points a bucket, and at
   /// most max_warps warps a block (128 threads): 16 KB of shared memory a block.
   static constexpr int max_bucket_points = 256;

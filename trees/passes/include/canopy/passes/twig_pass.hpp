@@ -111,6 +111,8 @@ template <class T, int LeafLanes = 2>
 struct twig_upward_ops {
   static_assert(LeafLanes == 1 || LeafLanes == 2 || LeafLanes == 4, "LeafLanes: 1, 2 or 4");
   static constexpr int group_size = 8 * LeafLanes;
+  /// Twig graphs are trees: the kernel needs no DAG paths (canopy/detail/dependency.hpp).
+  static constexpr bool tree_only = true;
   /// A twig moves 8 leaves' points, so a group takes more of them per batch than the scheduler's
   /// default of 4: fewer fetches per byte moved, and with the prefetch hints below the next
   /// tasks' points are on their way while these run (bench/RESULTS.md). It is an upper bound:

@@ -40,6 +40,8 @@ struct upward_arrays {
 template <class T, int Lanes = 2, int MergeBatch = (Lanes >= 8 ? 1 : 2)>
 struct upward_ops {
   static constexpr int group_size = Lanes;
+  /// An octree is a tree: the kernel needs no DAG paths (canopy/detail/dependency.hpp).
+  static constexpr bool tree_only = true;
 
   upward_arrays<T> arrays;
 
