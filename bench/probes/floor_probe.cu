@@ -147,15 +147,19 @@ void measure(probe::tree_case& c, double copy, int samples) {
                           samples),
          point_bytes);
   }
-  auto leaves = [&](auto L, const char* what) {
-    constexpr int lanes = decltype(L)::value;
-    auto launch = [&] { leaves_p2m<lanes><<<blocks_for(static_cast<long long>(t.leaf_count) * lanes, 256), 256>>>(t, c.out.data()); };
+  // A kernel that writes every leaf's payload: run once on poisoned payloads, its leaves checked,
+  // then timed (only when every leaf is right).
+  auto leaf_kernel = [&](const std::string& what, auto launch) {
     c.poison();
     launch();
     CANOPY_CUDA_TRY(cudaDeviceSynchronize());
     const long bad = bad_leaves(c);
-    line(c, copy, what, bad == 0, bad == 0 ? probe::median_us(launch, samples) : 0.0, leaf_bytes);
+    line(c, copy, what.c_str(), bad == 0, bad == 0 ? probe::median_us(launch, samples) : 0.0, leaf_bytes);
     if (bad != 0) std::printf("   %ld leaves wrong\n", bad);
+  };
+  auto leaves = [&](auto L, const char* what) {
+    constexpr int lanes = decltype(L)::value;
+    leaf_kernel(what, [&] { leaves_p2m<lanes><<<blocks_for(static_cast<long long>(t.leaf_count) * lanes, 256), 256>>>(t, c.out.data()); });
   };
   leaves(std::integral_constant<int, 1>{}, "leaves L=1");
   leaves(std::integral_constant<int, 2>{}, "leaves L=2");
@@ -168,15 +172,9 @@ void measure(probe::tree_case& c, double copy, int samples) {
     const load_soa soa{p4, sx.data(), sy.data(), sz.data(), sm.data()};
     auto soa_leaves = [&](auto L, const char* what) {
       constexpr int lanes = decltype(L)::value;
-      auto launch = [&] {
+      leaf_kernel(what, [&] {
         leaves_p2m_soa<lanes><<<blocks_for(static_cast<long long>(t.leaf_count) * lanes, 256), 256>>>(t, soa, c.out.data());
-      };
-      c.poison();
-      launch();
-      CANOPY_CUDA_TRY(cudaDeviceSynchronize());
-      const long bad = bad_leaves(c);
-      line(c, copy, what, bad == 0, bad == 0 ? probe::median_us(launch, samples) : 0.0, leaf_bytes);
-      if (bad != 0) std::printf("   %ld leaves wrong\n", bad);
+      });
     };
     soa_leaves(std::integral_constant<int, 1>{}, "leaves SoA L=1");
     soa_leaves(std::integral_constant<int, 2>{}, "leaves SoA L=2");
@@ -188,16 +186,9 @@ void measure(probe::tree_case& c, double copy, int samples) {
   ct::with_twig_lanes(ct::upward_lanes(c.tree), [&](auto L) {
     const auto ops = probe::twig_ops<L()>(c, twigs);
     constexpr int G = std::decay_t<decltype(ops)>::group_size;
-    auto launch = [&] {
+    leaf_kernel("twig sources (" + std::to_string(src.size()) + ")", [&] {
       run_sources<<<blocks_for(static_cast<long long>(src.size()) * G, 256), 256>>>(ops, d_src.data(), static_cast<int>(src.size()));
-    };
-    c.poison();
-    launch();
-    CANOPY_CUDA_TRY(cudaDeviceSynchronize());
-    const long bad = bad_leaves(c);
-    line(c, copy, ("twig sources (" + std::to_string(src.size()) + ")").c_str(), bad == 0,
-         bad == 0 ? probe::median_us(launch, samples) : 0.0, leaf_bytes);
-
+    });
     return 0;
   });
   // The whole pass with twig tasks on 1, 2 and 4 lanes a leaf (upward_lanes picks 2 below 16

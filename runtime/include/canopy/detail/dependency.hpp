@@ -60,8 +60,9 @@ CANOPY_HD CANOPY_FORCEINLINE int resolve_parent(const task_graph_ref& g, task_id
 /// One arrival is arrive()'s acq_rel fetch_sub. On the device two or more are issued together: one
 /// release fence, then rounds of up to four relaxed fetch_subs before any result is looked at, each
 /// round followed by an acquire fence if any of its fetch_subs was the last. acq_rel arrivals one
-/// after the other wait for each atomic's round trip in turn (the acquire orders every later access after it): a deep DAG's task with two
-/// or three successors paid that on the chain's critical path. The fences cost more than one
+/// after the other wait for each atomic's round trip in turn (the acquire orders every later
+/// access after it): a deep DAG's task with two or three successors paid that on the chain's
+/// critical path. The fences cost more than one
 /// acq_rel atomic (hop_probe, H100: 840 against 574 ns), so a single arrival keeps acq_rel; two
 /// cost 867 ns instead of 1,138 (bench/RESULTS.md, sixteenth session). The fence followed by
 /// relaxed read-modify-writes publishes what a release fetch_sub would, and the acquire fence after
