@@ -265,9 +265,7 @@ template <class Ops>
 run_result cpu_scheduler::run(const Ops& ops) {
   if constexpr (detail::tree_only_of<Ops>)
     if (!graph_.is_tree())
-      return run_result{status::invalid_argument, no_task,
-                        "cpu backend: the Ops declare tree_only, but the graph has successor lists (a DAG; build trees "
-                        "with task_graph::from_parents)"};
+      return run_result{status::invalid_argument, no_task, std::string("cpu backend: ") + detail::tree_only_on_a_dag};
   if (guard_->running.exchange(true, std::memory_order_acquire))
     return run_result{status::invalid_argument, no_task,
                       "cpu backend: run() while another run of this scheduler is in progress (one run at a time; "

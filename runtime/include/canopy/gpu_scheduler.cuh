@@ -556,8 +556,7 @@ run_ticket gpu_scheduler::enqueue(const Ops& ops, cudaStream_t stream) {
   // Before the ticket: a refused call must not look like a later run to an earlier run's ticket.
   if constexpr (detail::tree_only_of<Ops>)
     if (succ_offsets_.size() != 0)
-      throw error(status::invalid_argument, "gpu backend: the Ops declare tree_only, but the graph has successor lists (a DAG; "
-                                            "build trees with task_graph::from_parents)");
+      throw error(status::invalid_argument, std::string("gpu backend: ") + detail::tree_only_on_a_dag);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   cuda_check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
   const bool captured = capture == cudaStreamCaptureStatusActive;

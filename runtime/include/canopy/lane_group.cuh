@@ -76,8 +76,7 @@ struct lane_group {
   /// Lane 0's value, in every lane.
   template <class T>
   __device__ T from_first(T value) const {
-    if constexpr (G > 1) return __shfl_sync(mask, value, 0, G);
-    else return value;
+    return from_lane(value, 0);
   }
   /// Lane `from`'s value (a rank of the group), in every lane.
   template <class T>

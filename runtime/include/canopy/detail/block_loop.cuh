@@ -60,12 +60,21 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
   // Known at compile time for Ops that run on trees only (tree_only_of): no DAG code in their kernel.
   const bool tree = tree_only_of<Ops> || r.graph.succ_offsets == nullptr;
   for (int hops = 1; t != no_task; ++hops) {
-    // A tree task's parent is loaded before the task runs, so that its L2 round trip overlaps the
-    // task instead of coming between the task and its arrival (a climbing chain waits for it on
-    // every level).
+    // A tree task's parent, and a DAG task's successor range, are loaded before the task runs, so
+    // that their L2 round trips overlap the task instead of coming between the task and its
+    // arrivals (a climbing chain waits for them on every hop). The range's two registers live
+    // across the task: Ops that declare tree_only do not carry them (with them, the octree
+    // kernels ran 10-15% slower: bench/RESULTS.md, sixteenth session, item 4).
     task_id parent = no_task;
-    if constexpr (T.atomic_tree)
-      if (g.rank == 0 && tree) parent = r.graph.parent[t];
+    std::int32_t succ_begin = 0, succ_end = 0;
+    if constexpr (T.atomic_tree) {
+      if (tree) {
+        if (g.rank == 0) parent = r.graph.parent[t];
+      } else if constexpr (!tree_only_of<Ops>) {
+        succ_begin = r.graph.succ_offsets[t];
+        succ_end = r.graph.succ_offsets[t + 1];
+      }
+    }
     invoke_task(ops, t, g);
     if constexpr (!T.atomic_tree) return;
     // The barrier orders every lane's writes before the arriving lanes' releases; after the
@@ -90,7 +99,7 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
       // put all of them on the chain's critical path (bench/RESULTS.md, sixteenth session). The
       // lowest lane that made a successor ready hands it to the group when it may climb; every
       // other ready successor is staged.
-      const std::int32_t b = r.graph.succ_offsets[t], e = r.graph.succ_offsets[t + 1];
+      const std::int32_t b = succ_begin, e = succ_end;
       task_id mine = no_task;
       arrive_each<device_scope>(r.graph, b + g.rank, e, G, [&](task_id s) {
         if (mine == no_task) mine = s;
@@ -237,8 +246,7 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
         g.sync();
         for (int i = group + g.rank * groups; i < todo; i += groups * G) {
           const task_id done = cur.at(r, batch, i);
-          const int succs = tree_only_of<Ops> ? resolve_parent<device_scope>(r.graph, r.graph.parent[done], stage)
-                                              : resolve_successors<device_scope>(r.graph, done, stage);
+          const int succs = resolve_successors<device_scope, tree_only_of<Ops>>(r.graph, done, stage);
           if (succs == 0) sink_finished<device_scope>(r);
         }
       }

@@ -24,6 +24,11 @@ constexpr bool tree_only_value() {
 template <class Ops>
 inline constexpr bool tree_only_of = tree_only_value<Ops>();
 
+/// What both backends say when tree_only Ops are asked to run over a DAG (after "gpu backend: " or
+/// "cpu backend: ").
+inline constexpr const char* tree_only_on_a_dag =
+    "the Ops declare tree_only, but the graph has successor lists (a DAG; build trees with task_graph::from_parents)";
+
 /// One arrival on `t`'s counter. Returns true for the last arriver, which then owns `t`.
 ///
 /// acq_rel: the release half publishes the arriving task's results (its payload) to whoever
@@ -113,10 +118,11 @@ CANOPY_HD CANOPY_FORCEINLINE void arrive_each(const task_graph_ref& g, std::int3
 }
 
 /// Calls on_ready(s) for every successor s of `t` that `t` made ready, and returns the number of
-/// successors (0 for a sink).
-template <cuda::thread_scope Scope, class OnReady>
+/// successors (0 for a sink). `TreeOnly` (tree_only_of<Ops>): the graph is known to be a tree, so
+/// the successor lists are never read (the compiler drops that path).
+template <cuda::thread_scope Scope, bool TreeOnly = false, class OnReady>
 CANOPY_HD CANOPY_FORCEINLINE int resolve_successors(const task_graph_ref& g, task_id t, OnReady&& on_ready) {
-  if (g.succ_offsets == nullptr) return resolve_parent<Scope>(g, g.parent[t], on_ready);
+  if (TreeOnly || g.succ_offsets == nullptr) return resolve_parent<Scope>(g, g.parent[t], on_ready);
   const std::int32_t b = g.succ_offsets[t], e = g.succ_offsets[t + 1];
   arrive_each<Scope>(g, b, e, 1, on_ready);
   return e - b;
