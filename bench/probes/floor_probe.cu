@@ -216,11 +216,7 @@ void measure(probe::tree_case& c, double copy, int samples) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int samples = argc > 1 ? std::atoi(argv[1]) : 30;
-  if (samples < 1) {
-    std::fprintf(stderr, "floor_probe: samples must be a positive integer (got '%s')\n", argv[1]);
-    return 2;
-  }
+  const int samples = probe::positive_arg(argc, argv, 1, 30, "floor_probe", "samples");
   const double copy = canopy::bench::measure_copy_bandwidth();
   std::printf("floor_probe: copy bandwidth %.0f GB/s; stream us (events around the launch), median of %d\n", copy, samples);
   for (const std::uint32_t n : {16'000'000u, 1'000'000u}) {

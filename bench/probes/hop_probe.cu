@@ -239,11 +239,7 @@ double ns_per_step(Launch&& launch, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 20000;
-  if (steps < 1) {
-    std::fprintf(stderr, "hop_probe: steps must be a positive integer (got '%s')\n", argv[1]);
-    return 2;
-  }
+  const int steps = probe::positive_arg(argc, argv, 1, 20000, "hop_probe", "steps");
   cudaDeviceProp prop{};
   CANOPY_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
   std::printf("hop_probe: %s, %d steps a chain, ns per step (median of 5 chains)\n", prop.name, steps);

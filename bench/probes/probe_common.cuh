@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "canopy/cuda/error.hpp"
@@ -17,6 +19,18 @@
 #include "canopy/task_graph.hpp"
 
 namespace probe {
+
+/// argv[i] as a positive integer, `fallback` when it is not given; anything else prints one line
+/// naming the probe and the argument and exits with 2.
+inline int positive_arg(int argc, char** argv, int i, int fallback, const char* probe_name, const char* what) {
+  if (argc <= i) return fallback;
+  const int v = std::atoi(argv[i]);
+  if (v < 1) {
+    std::fprintf(stderr, "%s: %s must be a positive integer (got '%s')\n", probe_name, what, argv[i]);
+    std::exit(2);
+  }
+  return v;
+}
 
 /// The median of `v` (upper median for an even count; the probes print medians of 50-500 samples).
 inline double median(std::vector<double> v) {
