@@ -57,8 +57,10 @@ variant kind_variant(canopy::mode m, std::string_view backend, trees::pass_tasks
 }
 
 // The twig variants in the default set: the modes that were fastest with twigs on an H100
-// (lockfree-tree at depth 8, continuation at depth 5; bench/RESULTS.md).
-constexpr canopy::mode default_twig_modes[] = {canopy::mode::lockfree_tree, canopy::mode::continuation};
+// (lockfree-tree at depth 8, continuation at depth 5, warp-rounds on the Plummer trees;
+// bench/RESULTS.md).
+constexpr canopy::mode default_twig_modes[] = {canopy::mode::lockfree_tree, canopy::mode::continuation,
+                                               canopy::mode::warp_rounds};
 
 variant reference_variant() { return variant{"reference", std::string(backend_host), true, std::nullopt}; }
 

@@ -19,6 +19,7 @@
 namespace canopy::test {
 
 static_assert(std::is_trivially_copyable_v<oracle_ops>, "the kernel takes the op by value");
+static_assert(std::is_trivially_copyable_v<tree_oracle_ops>, "the kernel takes the op by value");
 
 struct gpu_backend {
   using scheduler = gpu_scheduler;
@@ -29,10 +30,11 @@ struct gpu_backend {
   /// The locked modes run on warp masters that share their block's private queue.
   static constexpr bool warp_masters = true;
 
-  /// Grids each exactness test runs on: one block, one per SM, every co-resident block.
+  /// Grids each exactness test runs on: one block, one per SM, every co-resident block (of both
+  /// kernels a tree's runs use: the oracle op's and tree_oracle_ops').
   static std::vector<int> grids(const task_graph& g, const scheduler_options& o) {
     const gpu_scheduler probe(g, o);
-    return {1, probe.sm_count(), probe.max_blocks<oracle_ops>(o.mode)};
+    return {1, probe.sm_count(), std::min(probe.max_blocks<oracle_ops>(o.mode), probe.max_blocks<tree_oracle_ops>(o.mode))};
   }
 
   /// The oracle's inputs and outputs for one graph, in device memory. Buffers hold at least one

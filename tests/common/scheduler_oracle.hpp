@@ -47,6 +47,13 @@ struct oracle_ops {
   }
 };
 
+/// The same op declaring tree_only (canopy/detail/dependency.hpp): run on a tree, it goes through
+/// the code compiled for Ops that run on trees only (the tree-only kernels; warp-rounds' own loop,
+/// which other Ops never reach).
+struct tree_oracle_ops : oracle_ops {
+  static constexpr bool tree_only = true;
+};
+
 /// What a run left in the op's outputs (read back after the run).
 struct outcome {
   std::vector<std::uint64_t> value;

@@ -17,7 +17,7 @@ def test_build_info_lists_the_mode_table():
     info = canopy.build_info()
     assert info["version"] == canopy.__version__
     assert info["gpu_backend"] == canopy.has_gpu_backend()
-    assert info["modes"][0] == "mutex" and "continuation" in info["modes"] and len(info["modes"]) == 8
+    assert info["modes"][0] == "mutex" and "continuation" in info["modes"] and "warp-rounds" in info["modes"] and len(info["modes"]) == 9
     assert info["push_policies"] == ("round-robin", "least-loaded", "locality")
 
 

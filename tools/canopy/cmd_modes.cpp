@@ -31,6 +31,7 @@ std::string traits_text(const canopy::mode_traits& t) {
   add(t.lockfree_global, "lock-free global queue");
   add(t.balanced_push, "balanced push");
   add(t.continuation, "continuation");
+  add(t.warp_rounds, "warp rounds");
   return s.empty() ? "locked fixed ring, warp masters" : s;
 }
 

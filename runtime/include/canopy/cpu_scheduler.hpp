@@ -110,6 +110,8 @@ class cpu_scheduler {
 
   template <mode M, class Ops>
   void worker_loop(const Ops& ops, int worker, std::chrono::steady_clock::time_point deadline);
+  template <class Ops>
+  void tree_rounds_loop(const Ops& ops, std::chrono::steady_clock::time_point deadline);  // warp_rounds on a tree
   void note_exception(task_id t) noexcept;  // the first exception of a run, kept for finish()
   template <mode M, class Ops>
   void run_mode(const Ops& ops);
@@ -140,9 +142,63 @@ inline constexpr int cpu_batch_max = 32;
 inline constexpr int cpu_chain_check = 64;
 }  // namespace detail
 
+/// The GPU's warp rounds (mode_traits::warp_rounds) on a worker: it claims up to cpu_batch_max
+/// sources, runs them, resolves them, and runs the parents they made ready as its next round, until
+/// a round makes none ready; nothing is ever queued. Ops that declare tree_only only (the graph is
+/// a tree: each task makes at most one ready, so a round never outgrows the one before).
+template <class Ops>
+void cpu_scheduler::tree_rounds_loop(const Ops& ops, std::chrono::steady_clock::time_point deadline) {
+  const detail::scheduler_ref r = make_ref();
+  task_id round[detail::cpu_batch_max];
+  auto late = [&] { return std::chrono::steady_clock::now() > deadline && !detail::run_complete<scope>(r); };
+  auto check = [&] {  // false when the run has stopped or this worker stopped it
+    if (detail::should_stop<scope>(r)) return false;
+    if (detail::abort_requested(r)) {
+      detail::fail<scope>(r, status::aborted, no_task);
+      return false;
+    }
+    if (late()) {
+      detail::fail<scope>(r, status::timeout, no_task);
+      return false;
+    }
+    return true;
+  };
+  for (bool sources = true; sources && check();) {
+    std::uint32_t first = 0;
+    int k = detail::claim_source_range<scope>(r, detail::cpu_batch_max, true, &first);
+    sources = k > 0;
+    for (int i = 0; i < k; ++i) round[i] = r.graph.sources[first + static_cast<std::uint32_t>(i)];
+    for (int rounds = 1; k > 0; ++rounds) {
+      for (int i = 0; i < k; ++i) {
+        try {
+          ops(round[i]);
+        } catch (...) {
+          note_exception(round[i]);
+          detail::fail<scope>(r, status::task_error, round[i]);
+          return;
+        }
+      }
+      // The parents made ready overwrite the round's front: the i-th resolution writes at most
+      // slot i, after it has read round[i].
+      int made = 0;
+      for (int i = 0; i < k; ++i)
+        if (detail::resolve_parent<scope>(r.graph, r.graph.parent[round[i]], [&](task_id s) { round[made++] = s; }) == 0)
+          detail::sink_finished<scope>(r);
+      k = made;
+      if (k > 0 && rounds % detail::cpu_chain_check == 0 && !check()) return;
+    }
+  }
+  // Out of sources: wait for the others to finish the tree (or to fail), as an idle GPU block does.
+  for (detail::backoff idle; check();) idle.pause();
+}
+
 template <mode M, class Ops>
 void cpu_scheduler::worker_loop(const Ops& ops, int worker, std::chrono::steady_clock::time_point deadline) {
   constexpr mode_traits T = traits_of(M);
+  if constexpr (T.warp_rounds && detail::tree_only_of<Ops>) {
+    tree_rounds_loop(ops, deadline);
+    return;
+  }
   constexpr int batch_max = detail::cpu_batch_max;
   const detail::scheduler_ref r = make_ref();
   std::vector<task_id> private_slots(static_cast<std::size_t>(capacity_.priv));

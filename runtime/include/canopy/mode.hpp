@@ -30,6 +30,7 @@ enum class mode : int {
   shared_queues,
   lockfree,
   continuation,
+  warp_rounds,
 };
 
 /// What a mode compiles in.
@@ -42,16 +43,21 @@ struct mode_traits {
   bool lockfree_global = false;    ///< lock-free global ring (else a mutex around it)
   bool balanced_push = false;      ///< the push policy picks another block's shared queue (else the own one)
   bool continuation = false;       ///< the last child to finish runs its parent at once; full batches resolve together
+  /// On trees, with Ops that declare tree_only: every warp claims sources and runs them and the
+  /// parents they make ready in rounds, with no queue and no block barrier (else as continuation)
+  bool warp_rounds = false;
 };
 
 /// What the loops can honour together: the block loop (block_fetch) runs fixed rings and atomic or
 /// locked trees; the warp-master loop runs the seed's locked designs only; continuation climbs
-/// through atomic counters; a balanced push needs shared queues to push into.
+/// through atomic counters; a balanced push needs shared queues to push into; warp rounds are a way
+/// of continuing (a tree's parents run at once by the warp that made them ready).
 constexpr bool consistent(const mode_traits& t) {
   if (t.linked_list_queue && (t.block_fetch || t.private_queues)) return false;
   if (!t.block_fetch && (t.atomic_tree || t.shared_queues || t.lockfree_global || t.balanced_push || t.continuation))
     return false;
   if (t.continuation && !t.atomic_tree) return false;
+  if (t.warp_rounds && !t.continuation) return false;
   if (t.balanced_push && !t.shared_queues) return false;
   return true;
 }
@@ -91,6 +97,10 @@ inline constexpr mode_info mode_table[] = {
    {.private_queues = true, .block_fetch = true, .atomic_tree = true, .shared_queues = true,
     .lockfree_global = true, .balanced_push = true, .continuation = true},
    "+ the last child to finish runs its parent at once (no queue round trip); full batches resolve together"},
+  {mode::warp_rounds, "warp-rounds",
+   {.private_queues = true, .block_fetch = true, .atomic_tree = true, .shared_queues = true,
+    .lockfree_global = true, .balanced_push = true, .continuation = true, .warp_rounds = true},
+   "+ on trees (Ops declaring tree_only): each warp runs sources and the parents they make ready in rounds, no queue, no block barrier"},
 };
 // clang-format on
 

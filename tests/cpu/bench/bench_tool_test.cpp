@@ -43,7 +43,9 @@ TEST_F(CanopyBench, cpu_backend_depths_1_to_3_table_json_csv) {
   EXPECT_EQ(j["schema"], "canopy-bench-octree/1");
   EXPECT_EQ(j["backend"], "cpu");
   EXPECT_EQ(j["options"]["reps"], 3);
-  ASSERT_EQ(j["results"].size(), 3u * 11u);  // 8 modes, 2 on twig tasks and the reference on each depth
+  // On each depth: the 9 modes, 3 of them on twig tasks, the reference (default_variants).
+  constexpr std::size_t per_depth = 9 + 3 + 1;
+  ASSERT_EQ(j["results"].size(), 3u * per_depth);
   for (const auto& e : j["results"]) {
     EXPECT_EQ(e["status"], "ok") << e.dump();
     EXPECT_EQ(e["tree_kind"], "complete");
@@ -52,14 +54,15 @@ TEST_F(CanopyBench, cpu_backend_depths_1_to_3_table_json_csv) {
     EXPECT_GT(e["bytes"].get<double>(), 0);
   }
   EXPECT_EQ(j["results"][0]["mode"], "mutex");
-  EXPECT_EQ(j["results"][8]["mode"], "lockfree-tree+twig");
-  EXPECT_EQ(j["results"][10]["mode"], "reference");
-  EXPECT_EQ(j["results"][10]["backend"], "host");
+  EXPECT_EQ(j["results"][9]["mode"], "lockfree-tree+twig");
+  EXPECT_EQ(j["results"][11]["mode"], "warp-rounds+twig");
+  EXPECT_EQ(j["results"][12]["mode"], "reference");
+  EXPECT_EQ(j["results"][12]["backend"], "host");
 
   std::istringstream in(slurp(csv));
   int lines = 0;
   for (std::string line; std::getline(in, line);) ++lines;
-  EXPECT_EQ(lines, 1 + 33);
+  EXPECT_EQ(lines, 1 + 3 * static_cast<int>(per_depth));
   expect_no_leftovers();
 }
 

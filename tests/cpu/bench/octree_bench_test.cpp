@@ -53,16 +53,19 @@ std::vector<std::string> names(const std::vector<cb::variant>& vs) {
 
 TEST(parse_variant_list, defaults_per_backend) {
   const auto gpu = cb::default_variants("gpu");
-  ASSERT_EQ(gpu.size(), 8u + 2u + 3u + 2u);  // modes, two on twig tasks, GPU baselines, reference, cpu:continuation
+  constexpr std::size_t modes = canopy::mode_count;
+  ASSERT_EQ(gpu.size(), modes + 3u + 3u + 2u);  // modes, three on twig tasks, GPU baselines, reference, cpu:continuation
   EXPECT_EQ(gpu.front().name, "mutex");
   EXPECT_EQ(gpu.front().backend, "gpu");
   EXPECT_FALSE(gpu.front().baseline);
   EXPECT_EQ(names(gpu).back(), "cpu:continuation@cpu");
   EXPECT_TRUE(gpu.back().baseline);
   const auto cpu = cb::default_variants("cpu");
-  ASSERT_EQ(cpu.size(), 8u + 2u + 1u);  // modes on the cpu backend, two on twig tasks, reference
-  EXPECT_EQ(names(cpu)[8], "lockfree-tree+twig@cpu");
-  EXPECT_EQ(cpu[9].tasks, canopy::trees::pass_tasks::twig);
+  ASSERT_EQ(cpu.size(), modes + 3u + 1u);  // modes on the cpu backend, three on twig tasks, reference
+  EXPECT_EQ(names(cpu)[modes], "lockfree-tree+twig@cpu");
+  EXPECT_EQ(names(cpu)[modes + 1], "continuation+twig@cpu");
+  EXPECT_EQ(names(cpu)[modes + 2], "warp-rounds+twig@cpu");
+  EXPECT_EQ(cpu[modes + 1].tasks, canopy::trees::pass_tasks::twig);
   EXPECT_EQ(names(cpu).front(), "mutex@cpu");
   EXPECT_EQ(names(cpu).back(), "reference@host");
   EXPECT_EQ(names(cb::parse_variant_list("", "cpu")), names(cpu));
@@ -74,7 +77,7 @@ TEST(parse_variant_list, names_aliases_and_duplicates) {
             (std::vector<std::string>{"continuation@gpu", "level-graph@gpu", "reference@host", "cpu:continuation@cpu"}));
   // On the cpu backend, cpu:MODE is MODE.
   EXPECT_EQ(names(cb::parse_variant_list("cpu:mutex,mutex", "cpu")), (std::vector<std::string>{"mutex@cpu"}));
-  EXPECT_EQ(cb::parse_variant_list("modes", "gpu").size(), 8u);
+  EXPECT_EQ(cb::parse_variant_list("modes", "gpu").size(), canopy::mode_count);
   EXPECT_EQ(names(cb::parse_variant_list("baselines", "cpu")), (std::vector<std::string>{"reference@host"}));
   const auto v = cb::parse_variant_list("lockfree", "gpu");
   ASSERT_TRUE(v.front().mode.has_value());
@@ -85,7 +88,7 @@ TEST(parse_variant_list, names_aliases_and_duplicates) {
   EXPECT_EQ(names(t), (std::vector<std::string>{"continuation+twig@gpu", "continuation@gpu"}));
   EXPECT_EQ(t[0].tasks, canopy::trees::pass_tasks::twig);
   EXPECT_EQ(*t[0].mode, canopy::mode::continuation);
-  EXPECT_EQ(cb::parse_variant_list("twigs", "cpu").size(), 8u);
+  EXPECT_EQ(cb::parse_variant_list("twigs", "cpu").size(), canopy::mode_count);
   for (const char* bad : {"bogus", "cpu:bogus", "mutex,,lockfree", "Mutex", "bogus+twig", "+twig"}) {
     try {
       cb::parse_variant_list(bad, "gpu");
@@ -437,7 +440,7 @@ TEST(bench_engine_host, every_cpu_mode_and_the_reference_validate) {
   int builds = 0;
   const auto trees_to_run = complete_trees(1, 3, &builds);
   const auto r = engine.run(trees_to_run, cb::default_variants("cpu"), "cpu");
-  ASSERT_EQ(r.entries.size(), 3u * 11u);  // 8 modes, 2 on twig tasks, the reference; 3 trees
+  ASSERT_EQ(r.entries.size(), 3u * (canopy::mode_count + 4u));  // every mode, 3 on twig tasks, the reference; 3 trees
   for (const auto& e : r.entries) {
     EXPECT_EQ(e.status, cb::entry_status::ok) << e.tree << " " << e.variant << ": " << e.note;
     EXPECT_EQ(e.reps, 3);

@@ -33,6 +33,13 @@ TEST(CpuScheduler, BlocksAreWorkerThreads) {
             static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
+template <class F>
+struct throwing_tree_ops {  // F declaring tree_only
+  static constexpr bool tree_only = true;
+  const F* f;
+  void operator()(canopy::task_id t) const { (*f)(t); }
+};
+
 // An exception thrown by a task ended the process (std::terminate on the worker thread): it is a
 // typed status naming the task, with what() in the message, and the same scheduler runs again.
 TEST(CpuScheduler, ATaskThatThrowsIsATaskErrorAndTheSchedulerRunsAgain) {
@@ -58,6 +65,16 @@ TEST(CpuScheduler, ATaskThatThrowsIsATaskErrorAndTheSchedulerRunsAgain) {
     EXPECT_TRUE(good.ok()) << canopy::to_string(m) << ": " << good.message;
     EXPECT_TRUE(std::all_of(runs.begin(), runs.end(), [](const std::atomic<int>& r) { return r.load() == 1; }))
         << canopy::to_string(m) << ": a task ran twice or never after the failed run";
+    // The same through the code for Ops that declare tree_only (warp-rounds' own loop).
+    armed.store(true);
+    const canopy::run_result bad_tree = s.run(throwing_tree_ops<decltype(ops)>{&ops});
+    EXPECT_EQ(bad_tree.code, canopy::status::task_error) << canopy::to_string(m) << ", tree_only ops";
+    EXPECT_EQ(bad_tree.task, 123) << canopy::to_string(m) << ", tree_only ops";
+    armed.store(false);
+    for (auto& r : runs) r.store(0);
+    EXPECT_TRUE(s.run(throwing_tree_ops<decltype(ops)>{&ops}).ok()) << canopy::to_string(m) << ", tree_only ops";
+    EXPECT_TRUE(std::all_of(runs.begin(), runs.end(), [](const std::atomic<int>& r) { return r.load() == 1; }))
+        << canopy::to_string(m) << ", tree_only ops: a task ran twice or never after the failed run";
   }
   // Not derived from std::exception: still a task_error, with a message that says so.
   canopy::cpu_scheduler s(g, canopy::scheduler_options{});
@@ -131,25 +148,41 @@ TEST(CpuScheduler, ARunThatFinishesPastItsDeadlineIsNotATimeout) {
 
 // The deadline was checked only between batches and by idle workers, so a chain of tasks that
 // continuation runs one after the other on one worker ran to its end however late. The worker
-// now looks at the clock every detail::cpu_chain_check tasks of a chain: the run stops with a
-// timeout long before the chain's end (counted, not timed).
+// now looks at the clock every detail::cpu_chain_check tasks of a chain (warp-rounds with tree_only
+// Ops: every cpu_chain_check rounds of a climb): the run stops with a timeout long before the
+// chain's end (counted, not timed).
+struct sleepy_tree_ops {
+  static constexpr bool tree_only = true;
+  std::atomic<int>* ran;
+  void operator()(canopy::task_id) const {
+    ran->fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+};
+
 TEST(CpuScheduler, ALongChainStillTimesOut) {
   constexpr int n = 3000;
   std::vector<canopy::task_id> parent(n);
   for (int t = 0; t < n; ++t) parent[static_cast<std::size_t>(t)] = t + 1 < n ? t + 1 : canopy::no_task;
   const auto g = canopy::task_graph::from_parents(parent);
-  canopy::scheduler_options o;
-  o.mode = canopy::mode::continuation;
-  o.blocks = 1;
-  o.deadline = std::chrono::milliseconds(20);
-  canopy::cpu_scheduler s(g, o);
-  std::atomic<int> ran{0};
-  const canopy::run_result r = s.run([&](canopy::task_id) {
-    ran.fetch_add(1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  });
-  EXPECT_EQ(r.code, canopy::status::timeout) << r.message;
-  EXPECT_LT(ran.load(), n / 2) << "the chain ran on past its deadline";
+  for (const canopy::mode m : {canopy::mode::continuation, canopy::mode::warp_rounds}) {
+    canopy::scheduler_options o;
+    o.mode = m;
+    o.blocks = 1;
+    o.deadline = std::chrono::milliseconds(20);
+    canopy::cpu_scheduler s(g, o);
+    std::atomic<int> ran{0};
+    const canopy::run_result r = s.run([&](canopy::task_id) {
+      ran.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    EXPECT_EQ(r.code, canopy::status::timeout) << canopy::to_string(m) << ": " << r.message;
+    EXPECT_LT(ran.load(), n / 2) << canopy::to_string(m) << ": the chain ran on past its deadline";
+    ran = 0;
+    const canopy::run_result t = s.run(sleepy_tree_ops{&ran});
+    EXPECT_EQ(t.code, canopy::status::timeout) << canopy::to_string(m) << ", tree_only ops: " << t.message;
+    EXPECT_LT(ran.load(), n / 2) << canopy::to_string(m) << ", tree_only ops: the chain ran on past its deadline";
+  }
 }
 
 }  // namespace

@@ -135,6 +135,142 @@ __device__ __forceinline__ unsigned idle_sleep_cap(const scheduler_ref& r, std::
                         : cap > limit ? static_cast<unsigned>(limit) : static_cast<unsigned>(cap);
 }
 
+/// What a warp of warp_rounds keeps between rounds (shared memory, written by lane 0): the sources
+/// it holds but has not run yet, [first, end) of graph.sources.
+struct warp_sources {
+  std::uint32_t first, end;
+  bool claimed;  // it has claimed from the cursor at least once (its first range is dealt)
+  bool done;     // the sources are exhausted, or the run stopped
+};
+
+/// warp_rounds on a tree: a warp runs up to 32 of its sources (lane group j takes tasks j, j + 32 /
+/// G, ...), its lanes resolve them one task each, and the parents they made ready are the warp's
+/// next round, until a round makes none ready; then it takes more sources (its share of the
+/// block's statically dealt chunk first, then claims of up to 32 from the cursor). Nothing is
+/// queued and no block barrier is waited on: a warp whose sources ran short (an adaptive tree's
+/// leaves hold 1 to 32 points) goes on without waiting for the block's slowest warp. In a tree
+/// every task makes at most one task ready, so a round never holds more than the 32 it started
+/// with. `lists`: 32 task slots per warp (the block's staging area). A warp looks at the stop flag
+/// at each claim and every 64 rounds of a climb (a long chain's): a failed run's warps stop after
+/// the sources they hold.
+template <class Ops, int G>
+__device__ __forceinline__ void run_tree_by_warps(const Ops& ops, const scheduler_ref& r, int worker, task_id* lists,
+                                                  const lane_group<G>& g) {
+  constexpr int per_warp = 32 / G;  // lane groups in a warp
+  // Lane 0 keeps the warp's range in shared memory, not registers: held across the tasks, it
+  // pushed the twig kernel past its register cap (a 208-byte stack frame on the task's path:
+  // bench/RESULTS.md, seventeenth session).
+  __shared__ warp_sources warp_state[32];
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  warp_sources& ws = warp_state[threadIdx.x >> 5];
+  task_id* list = lists + (threadIdx.x & ~31u);
+  if (lane == 0) {
+    // The block's static chunk (as its first fetch would take it), split evenly over its warps.
+    const auto warps = static_cast<std::uint32_t>(blockDim.x >> 5);
+    const auto total = static_cast<std::uint32_t>(r.graph.source_count);
+    const auto chunk = static_cast<std::uint32_t>(r.source_chunk);
+    const std::uint32_t slice = (chunk + warps - 1) / warps;
+    const std::uint32_t block_end = min(static_cast<std::uint32_t>(worker + 1) * chunk, total);
+    const std::uint32_t first = static_cast<std::uint32_t>(worker) * chunk + (threadIdx.x >> 5) * slice;
+    const std::uint32_t end = min(first + slice, block_end);
+    ws.first = first < end ? first : end;
+    ws.end = end;
+    ws.claimed = false;
+    ws.done = false;
+  }
+  for (;;) {
+    // Lane 0 reads what it wrote and hands it to the warp: every lane has its copy before lane 0
+    // can write the next range (a lane reading ws itself might see the next one).
+    const int held = __shfl_sync(0xffffffffu, lane == 0 ? (ws.done ? -1 : static_cast<int>(ws.end - ws.first)) : 0, 0);
+    if (held < 0) return;
+    const int n = held < 32 ? held : 32;  // this pass's first round
+    if (n > 0) {
+      if (lane < n) {
+        const task_id t = r.graph.sources[ws.first + static_cast<std::uint32_t>(lane)];
+        list[lane] = t;
+        if constexpr (has_prefetch<Ops> && CANOPY_PREFETCH_AHEAD > 0) {
+          ops.prefetch(t, prefetch_stage::structure);
+          if (lane < per_warp) ops.prefetch(t, prefetch_stage::data);
+        }
+      }
+      int k = n;
+      for (unsigned rounds = 1;; ++rounds) {
+        __syncwarp();
+        for (int i = lane / G; i < k; i += per_warp) {
+          if constexpr (has_prefetch<Ops> && CANOPY_PREFETCH_AHEAD > 0)
+            if (g.rank == 0 && i + per_warp < k) ops.prefetch(list[i + per_warp], prefetch_stage::data);
+          invoke_task(ops, list[i], g);
+        }
+        // Every lane's writes before the resolving lanes' releases (the tasks ran on lane groups,
+        // resolve on single lanes); a lane that made a parent ready acquired its children's.
+        __syncwarp();
+        task_id ready = no_task;
+        if (lane < k) {
+          const task_id done = list[lane];
+          if (resolve_parent<device_scope>(r.graph, r.graph.parent[done], [&](task_id s) { ready = s; }) == 0)
+            sink_finished<device_scope>(r);
+        }
+        const unsigned made = __ballot_sync(0xffffffffu, ready != no_task);
+        if (made == 0) break;
+        // An octree climbs at most 22 rounds, a general tree (a chain) may climb for long: every 64
+        // rounds the warp looks at the stop flag.
+        if ((rounds & 63) == 0 && __shfl_sync(0xffffffffu, lane == 0 && should_stop<device_scope>(r) ? 1 : 0, 0) != 0)
+          return;
+        __syncwarp();  // every lane has read its slot of `list` before it is overwritten
+        if (ready != no_task) list[__popc(made & ((1u << lane) - 1u))] = ready;
+        k = __popc(made);
+      }
+    }
+    if (lane == 0) {
+      // Read again rather than kept: a register held across the rounds' tasks spills (the range is
+      // unchanged since the top of this pass).
+      const int range = static_cast<int>(ws.end - ws.first);
+      if (range > 32) {
+        ws.first += 32;
+      } else {
+        // As many sources a claim as the warp's share of a block's batch (at least 1, at most 32);
+        // a claim that came back short means the cursor is past the last source.
+        const int share = r.batch_max / (static_cast<int>(blockDim.x) / G) * per_warp;
+        const int per_claim = share < 1 ? 1 : share > 32 ? 32 : share;
+        // The stop flag is read relaxed, beside the claim (an acquire would wait for it first): a
+        // stopped run's warps need not see it at once, and wait_for_stop acquires it. (Measured
+        // with and without this read: the same times, bench/RESULTS.md, eighteenth session.)
+        const bool stopping =
+            cuda::atomic_ref<std::int32_t, device_scope>(r.counters->stop).load(cuda::std::memory_order_relaxed) != 0;
+        std::uint32_t f = 0;
+        const bool exhausted = ws.claimed && range < per_claim;
+        const int got = exhausted ? 0 : claim_source_range<device_scope>(r, per_claim, true, &f);
+        ws.done = got == 0 || stopping;
+        ws.first = f;
+        ws.end = f + static_cast<std::uint32_t>(got);
+        ws.claimed = true;
+      }
+    }
+  }
+}
+
+/// A block with nothing more to run (warp_rounds) waits for the run to stop (the root finished, or
+/// a failure), and fails it when the deadline passes or the host asks to abort, as an idle block
+/// master does. `start`: the block's start (global timer).
+__device__ inline void wait_for_stop(const scheduler_ref& r, std::uint64_t start) {
+  const std::uint64_t idle_start = global_timer_ns();
+  backoff idle{64, idle_sleep_cap(r, start, idle_start, idle_start)};
+  for (unsigned polls = 0;; ++polls) {
+    if (should_stop<device_scope>(r)) return;
+    if ((polls & 15) == 15 && global_timer_ns() > start + r.budget_ns) {
+      // A run whose last sink finished while this block was polling is complete, not late.
+      if (!run_complete<device_scope>(r)) fail<device_scope>(r, status::timeout, no_task);
+      return;
+    }
+    if ((polls & 255) == 255 && abort_requested(r)) {
+      fail<device_scope>(r, status::aborted, no_task);
+      return;
+    }
+    if ((polls & 7) == 7) idle.max_ns = idle_sleep_cap(r, start, global_timer_ns(), idle_start);
+    idle.pause();
+  }
+}
+
 /// What the block master keeps between rounds (shared memory; thread 0 only).
 struct master_state {
   local_ring priv;  // the block's private queue
@@ -178,113 +314,122 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
     s_staged = 0;
   }
 
-  for (;;) {
-    if (tid == 0) {
-      batch_view b{0, 0, 0};
-      const bool first_fetch = ms.first_fetch;
-      const std::uint64_t start = ms.start;
-      // In shared memory, as the rest of the master's state: a register held across the loop
-      // raised the kernel's count over a residency step for light Ops (fifteenth session).
-      ms.idle_start = global_timer_ns();
-      backoff idle{64, idle_sleep_cap(r, start, ms.idle_start, ms.idle_start)};
-      for (unsigned polls = 0;; ++polls) {
-        if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { b.queued = -1; break; }
-        b = fetch_batch<device_scope, M>(r, worker, &ms.priv, batch, batch_max, polls == 0 && first_fetch, ms.sources_done);
-        if (b.size() > 0) break;
-        if ((polls & 15) == 15 && global_timer_ns() > start + r.budget_ns) {
-          // A run whose last sink finished while this block was polling is complete, not late.
-          if (!run_complete<device_scope>(r)) fail<device_scope>(r, status::timeout, no_task);
-          b.queued = -1;
-          break;
-        }
-        if ((polls & 255) == 255 && abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); b.queued = -1; break; }
-        if ((polls & 7) == 7) idle.max_ns = idle_sleep_cap(r, start, global_timer_ns(), ms.idle_start);
-        idle.pause();
-      }
-      s_batch = b;
-      ms.first_fetch = false;
-    }
+  if constexpr (T.warp_rounds && tree_only_of<Ops>) {
+    // The warps run every task (nothing is queued), then the block waits for the run to stop. The
+    // block loop below is not compiled in: a second inlined copy of the task beside the warps'
+    // pushed the kernel past its register cap (332 bytes of spills a thread).
+    run_tree_by_warps(ops, r, worker, staged, g);
     __syncthreads();
-    if (s_batch.queued < 0) break;
-    batch_view cur = s_batch;
-    const int n = cur.size();
-    // Continuation pays when the block has little else to do (the latency-bound top of a tree, small
-    // trees): the group runs the parent at once, no queue round trip. With a full batch the block
-    // is bandwidth-bound, and a group climbing alone would hold the whole block at the barrier
-    // below while the others wait: then it stages like
-    // `lockfree`, and whatever finds no room in the queues the block runs itself right away
-    // (second pass, climbing), so continuation never needs queue space for a tree.
-    bool climb = n < groups;
-    for (int todo = n;;) {
-      auto stage = [&](task_id s) {
-        const int slot = cuda::atomic_ref<int, cuda::thread_scope_block>(s_staged).fetch_add(1, cuda::std::memory_order_relaxed);
-        if (slot < stage_capacity) {
-          staged[slot] = s;
-        } else if (!(T.lockfree_global ? r.global_ring<device_scope>().try_push(s)
-                                       : locked_push<device_scope>(r, &s, 1) == 1)) {
-          // A DAG task made more tasks ready than the staging area holds: straight to global.
-          fail<device_scope>(r, status::queue_overflow, s);
+    if (tid == 0) wait_for_stop(r, ms.start);
+  } else {
+    for (;;) {
+      if (tid == 0) {
+        batch_view b{0, 0, 0};
+        const bool first_fetch = ms.first_fetch;
+        const std::uint64_t start = ms.start;
+        // In shared memory, as the rest of the master's state: a register held across the loop
+        // raised the kernel's count over a residency step for light Ops (fifteenth session).
+        ms.idle_start = global_timer_ns();
+        backoff idle{64, idle_sleep_cap(r, start, ms.idle_start, ms.idle_start)};
+        for (unsigned polls = 0;; ++polls) {
+          if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { b.queued = -1; break; }
+          b = fetch_batch<device_scope, M>(r, worker, &ms.priv, batch, batch_max, polls == 0 && first_fetch, ms.sources_done);
+          if (b.size() > 0) break;
+          if ((polls & 15) == 15 && global_timer_ns() > start + r.budget_ns) {
+            // A run whose last sink finished while this block was polling is complete, not late.
+            if (!run_complete<device_scope>(r)) fail<device_scope>(r, status::timeout, no_task);
+            b.queued = -1;
+            break;
+          }
+          if ((polls & 255) == 255 && abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); b.queued = -1; break; }
+          if ((polls & 7) == 7) idle.max_ns = idle_sleep_cap(r, start, global_timer_ns(), ms.idle_start);
+          idle.pause();
         }
-      };
-      if (!climb) prefetch_share(ops, r, cur, batch, todo, group, groups, g);
-      if (!T.continuation || climb) {
-        for (int i = group; i < todo; i += groups) {
-          if (!climb) prefetch_next(ops, r, cur, batch, i, groups, todo, g);
-          execute_chain<M>(ops, r, cur.at(r, batch, i), g, climb, stage);
-        }
-      } else {
-        // Continuation with a full batch: the group runs its whole share of the batch first and
-        // then resolves it, one task per lane, so that the arrivals (a load of the successor, then
-        // a device-scope acq_rel atomic: two L2 round trips) overlap instead of stalling the group
-        // after every task. The group barrier orders every lane's writes before the arriving
-        // lane's release, as in execute_chain. The earlier modes keep resolving after each task: the
-        // same change made lockfree-tree slower, for reasons not understood yet.
-        for (int i = group; i < todo; i += groups) {
-          prefetch_next(ops, r, cur, batch, i, groups, todo, g);
-          invoke_task(ops, cur.at(r, batch, i), g);
-        }
-        g.sync();
-        for (int i = group + g.rank * groups; i < todo; i += groups * G) {
-          const task_id done = cur.at(r, batch, i);
-          const int succs = resolve_successors<device_scope, tree_only_of<Ops>>(r.graph, done, stage);
-          if (succs == 0) sink_finished<device_scope>(r);
-        }
+        s_batch = b;
+        ms.first_fetch = false;
       }
       __syncthreads();
-      if (tid == 0) {
-        int k = s_staged < stage_capacity ? s_staged : stage_capacity;
-        int left = 0;
-        if constexpr (!T.atomic_tree) {
-          // all-threads: the master resolves the whole batch under one hold of the tree mutex.
-          spin_mutex_ref<device_scope> m{&r.counters->tree_mutex};
-          scoped_lock lock(m);
-          for (int i = 0; i < todo; ++i) {
-            const int succs = resolve_successors<device_scope>(r.graph, cur.at(r, batch, i), [&](task_id s) {
-              if (k < stage_capacity) staged[k++] = s;
-              else if (locked_push<device_scope>(r, &s, 1) != 1) fail<device_scope>(r, status::queue_overflow, s);
-            });
+      if (s_batch.queued < 0) break;
+      batch_view cur = s_batch;
+      const int n = cur.size();
+      // Continuation pays when the block has little else to do (the latency-bound top of a tree, small
+      // trees): the group runs the parent at once, no queue round trip. With a full batch the block
+      // is bandwidth-bound, and a group climbing alone would hold the whole block at the barrier
+      // below while the others wait: then it stages like
+      // `lockfree`, and whatever finds no room in the queues the block runs itself right away
+      // (second pass, climbing), so continuation never needs queue space for a tree.
+      bool climb = n < groups;
+      for (int todo = n;;) {
+        auto stage = [&](task_id s) {
+          const int slot = cuda::atomic_ref<int, cuda::thread_scope_block>(s_staged).fetch_add(1, cuda::std::memory_order_relaxed);
+          if (slot < stage_capacity) {
+            staged[slot] = s;
+          } else if (!(T.lockfree_global ? r.global_ring<device_scope>().try_push(s)
+                                         : locked_push<device_scope>(r, &s, 1) == 1)) {
+            // A DAG task made more tasks ready than the staging area holds: straight to global.
+            fail<device_scope>(r, status::queue_overflow, s);
+          }
+        };
+        if (!climb) prefetch_share(ops, r, cur, batch, todo, group, groups, g);
+        if (!T.continuation || climb) {
+          for (int i = group; i < todo; i += groups) {
+            if (!climb) prefetch_next(ops, r, cur, batch, i, groups, todo, g);
+            execute_chain<M>(ops, r, cur.at(r, batch, i), g, climb, stage);
+          }
+        } else {
+          // Continuation with a full batch: the group runs its whole share of the batch first and
+          // then resolves it, one task per lane, so that the arrivals (a load of the successor, then
+          // a device-scope acq_rel atomic: two L2 round trips) overlap instead of stalling the group
+          // after every task. The group barrier orders every lane's writes before the arriving
+          // lane's release, as in execute_chain. The earlier modes keep resolving after each task: the
+          // same change made lockfree-tree slower, for reasons not understood yet.
+          for (int i = group; i < todo; i += groups) {
+            prefetch_next(ops, r, cur, batch, i, groups, todo, g);
+            invoke_task(ops, cur.at(r, batch, i), g);
+          }
+          g.sync();
+          for (int i = group + g.rank * groups; i < todo; i += groups * G) {
+            const task_id done = cur.at(r, batch, i);
+            const int succs = resolve_successors<device_scope, tree_only_of<Ops>>(r.graph, done, stage);
             if (succs == 0) sink_finished<device_scope>(r);
           }
         }
-        if (k > 0) {
-          if (T.continuation && !climb) {
-            // Every thread is past the barrier above, done with `batch`: the rest goes there.
-            const int done = push_some<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k);
-            for (int i = done; i < k; ++i) batch[left++] = staged[i];
-          } else {
-            push_batch<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k);
+        __syncthreads();
+        if (tid == 0) {
+          int k = s_staged < stage_capacity ? s_staged : stage_capacity;
+          int left = 0;
+          if constexpr (!T.atomic_tree) {
+            // all-threads: the master resolves the whole batch under one hold of the tree mutex.
+            spin_mutex_ref<device_scope> m{&r.counters->tree_mutex};
+            scoped_lock lock(m);
+            for (int i = 0; i < todo; ++i) {
+              const int succs = resolve_successors<device_scope>(r.graph, cur.at(r, batch, i), [&](task_id s) {
+                if (k < stage_capacity) staged[k++] = s;
+                else if (locked_push<device_scope>(r, &s, 1) != 1) fail<device_scope>(r, status::queue_overflow, s);
+              });
+              if (succs == 0) sink_finished<device_scope>(r);
+            }
           }
+          if (k > 0) {
+            if (T.continuation && !climb) {
+              // Every thread is past the barrier above, done with `batch`: the rest goes there.
+              const int done = push_some<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k);
+              for (int i = done; i < k; ++i) batch[left++] = staged[i];
+            } else {
+              push_batch<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k);
+            }
+          }
+          s_staged = 0;
+          s_left = left;  // not s_batch: thread 0 may be fetching into it before all have read this
         }
-        s_staged = 0;
-        s_left = left;  // not s_batch: thread 0 may be fetching into it before all have read this
+        __syncthreads();
+        todo = s_left;
+        if (todo == 0) break;
+        cur = batch_view{todo, 0, 0};  // the leftovers, in `batch`
+        climb = true;
       }
-      __syncthreads();
-      todo = s_left;
-      if (todo == 0) break;
-      cur = batch_view{todo, 0, 0};  // the leftovers, in `batch`
-      climb = true;
+      // The next fetch overwrites `batch` only after every thread passed the barrier above.
     }
-    // The next fetch overwrites `batch` only after every thread passed the barrier above.
   }
 }
 
