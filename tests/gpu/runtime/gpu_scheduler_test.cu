@@ -4,7 +4,9 @@
 // graph launches, the idle-sleep cap and the GPU-only options.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -49,6 +51,13 @@ struct group_sum_ops {
     if (g.rank == 0) value[t] = s + 1;
     atomicAdd(lanes + t, 1);
   }
+};
+
+// The same op declaring tree_only: on a tree it runs through the code compiled for such Ops
+// (warp-rounds' own loop, whose warps run G-lane groups 32 / G at a time).
+template <int G>
+struct tree_group_sum_ops : group_sum_ops<G> {
+  static constexpr bool tree_only = true;
 };
 
 // Hubs with fans: hub k has 1 + (37 k mod 70) successors, all of which are the predecessors of hub
@@ -96,7 +105,7 @@ void check_groups(mode m) {
     opt.mode = m;
     opt.deadline = std::chrono::seconds(5);
     canopy::gpu_scheduler probe(g, opt);
-    for (int blocks : {1, probe.max_blocks<group_sum_ops<G>>(m)}) {
+    for (int blocks : {1, std::min(probe.max_blocks<group_sum_ops<G>>(m), probe.max_blocks<tree_group_sum_ops<G>>(m))}) {
       opt.blocks = blocks;
       canopy::gpu_scheduler s(g, opt);
       canopy::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
@@ -106,9 +115,12 @@ void check_groups(mode m) {
       for (int rep = 0; rep < 2; ++rep) {
         value.upload(std::vector<long long>(value.size(), -1));
         lanes.fill_bytes(0);
-        const auto r = s.run(group_sum_ops<G>{pred_offsets.data(), preds.data(), value.data(), lanes.data()});
+        const group_sum_ops<G> op{pred_offsets.data(), preds.data(), value.data(), lanes.data()};
+        const bool tree_only = g.is_tree() && rep == 1;  // the tree's second run: the op declaring tree_only
+        const auto r = tree_only ? s.run(tree_group_sum_ops<G>{op}) : s.run(op);
         const std::string what = std::string(canopy::to_string(m)) + " G=" + std::to_string(G) + " n=" +
-                                 std::to_string(g.task_count()) + " blocks=" + std::to_string(blocks);
+                                 std::to_string(g.task_count()) + " blocks=" + std::to_string(blocks) +
+                                 (tree_only ? " tree_only" : "");
         ASSERT_TRUE(r.ok()) << what << ": " << r.message;
         const auto expect = canopy::testing::serial_values(g);
         const auto v = value.download();
@@ -233,8 +245,48 @@ TEST_P(GpuSchedulerModes, SmallCasesForTheSanitizers) {
       opt.blocks = blocks;
       opt.threads_per_block = 128;
       opt.deadline = std::chrono::seconds(120);
-      scheduler_contract::expect_exact_runs(g, opt, name + ", " + std::to_string(blocks) + " blocks", 1);
+      // Two runs: on a tree the second is the op declaring tree_only (warp-rounds' own loop).
+      scheduler_contract::expect_exact_runs(g, opt, name + ", " + std::to_string(blocks) + " blocks", 2);
       if (HasFatalFailure()) return;
+    }
+  }
+}
+
+// A tree_only op that takes ~20 µs a task, counting its runs.
+struct slow_tree_op {
+  static constexpr bool tree_only = true;
+  unsigned* ran;
+  __device__ void operator()(task_id) const {
+    atomicAdd(ran, 1u);
+    const std::uint64_t t0 = canopy::detail::global_timer_ns();
+    while (canopy::detail::global_timer_ns() - t0 < 20000) {
+    }
+  }
+};
+
+// A chain that a warp (warp-rounds) or a group (continuation) climbs alone for longer than the
+// deadline: the idle block fails the run, and the climber sees the stop (warp-rounds: every 64
+// rounds; continuation: when the chain is cut and its block fetches again) long before the chain's
+// end. Counted, not timed: fewer than half the tasks ran.
+TEST_F(GpuTest, ALongTreeOnlyChainStillTimesOut) {
+  constexpr int n = 3000;  // ~60 ms of tasks
+  const auto g = canopy::task_graph::from_parents(canopy::test::chain_parents(n));
+  for (const mode m : {mode::continuation, mode::warp_rounds}) {
+    canopy::scheduler_options opt;
+    opt.mode = m;
+    opt.blocks = 2;
+    opt.threads_per_block = 64;
+    opt.deadline = std::chrono::milliseconds(10);
+    canopy::gpu_scheduler s(g, opt);
+    canopy::device_buffer<unsigned> ran{1};
+    for (int rep = 0; rep < 2; ++rep) {  // the second run: a timed-out run leaves the scheduler usable
+      ran.fill_bytes(0);
+      const auto r = s.run(slow_tree_op{ran.data()});
+      const std::string what = std::string(canopy::to_string(m)) + " run " + std::to_string(rep);
+      EXPECT_EQ(r.code, canopy::status::timeout) << what << ": " << r.message;
+      const unsigned count = ran.download()[0];
+      EXPECT_GT(count, 0u) << what;
+      EXPECT_LT(count, static_cast<unsigned>(n / 2)) << what << ": the chain ran on past its deadline";
     }
   }
 }

@@ -179,14 +179,15 @@ __device__ __forceinline__ void run_tree_by_warps(const Ops& ops, const schedule
     ws.done = false;
   }
   for (;;) {
-    // Lane 0 reads what it wrote and hands it to the warp: every lane has its copy before lane 0
-    // can write the next range (a lane reading ws itself might see the next one).
+    // Lane 0 reads what it wrote and hands it to the warp (a shuffle, not a read of ws by every
+    // lane: nothing would order that read before lane 0's next write).
     const int held = __shfl_sync(0xffffffffu, lane == 0 ? (ws.done ? -1 : static_cast<int>(ws.end - ws.first)) : 0, 0);
     if (held < 0) return;
+    const std::uint32_t first = __shfl_sync(0xffffffffu, lane == 0 ? ws.first : 0u, 0);
     const int n = held < 32 ? held : 32;  // this pass's first round
     if (n > 0) {
       if (lane < n) {
-        const task_id t = r.graph.sources[ws.first + static_cast<std::uint32_t>(lane)];
+        const task_id t = r.graph.sources[first + static_cast<std::uint32_t>(lane)];
         list[lane] = t;
         if constexpr (has_prefetch<Ops> && CANOPY_PREFETCH_AHEAD > 0) {
           ops.prefetch(t, prefetch_stage::structure);
@@ -249,26 +250,33 @@ __device__ __forceinline__ void run_tree_by_warps(const Ops& ops, const schedule
   }
 }
 
+/// One poll of an idle block's thread 0, after it found nothing to do: every 16 polls the deadline
+/// (a run whose last sink finished while it polled is complete, not late), every 256 the host's
+/// abort request, every 8 a new sleep cap, then the sleep. True when it failed the run (the caller
+/// stops polling). `start`: the block's start, `idle_start`: when it began polling (global timer).
+__device__ __forceinline__ bool idle_poll(const scheduler_ref& r, unsigned polls, std::uint64_t start,
+                                          std::uint64_t idle_start, backoff& idle) {
+  if ((polls & 15) == 15 && global_timer_ns() > start + r.budget_ns) {
+    if (!run_complete<device_scope>(r)) fail<device_scope>(r, status::timeout, no_task);
+    return true;
+  }
+  if ((polls & 255) == 255 && abort_requested(r)) {
+    fail<device_scope>(r, status::aborted, no_task);
+    return true;
+  }
+  if ((polls & 7) == 7) idle.max_ns = idle_sleep_cap(r, start, global_timer_ns(), idle_start);
+  idle.pause();
+  return false;
+}
+
 /// A block with nothing more to run (warp_rounds) waits for the run to stop (the root finished, or
 /// a failure), and fails it when the deadline passes or the host asks to abort, as an idle block
 /// master does. `start`: the block's start (global timer).
 __device__ inline void wait_for_stop(const scheduler_ref& r, std::uint64_t start) {
   const std::uint64_t idle_start = global_timer_ns();
   backoff idle{64, idle_sleep_cap(r, start, idle_start, idle_start)};
-  for (unsigned polls = 0;; ++polls) {
-    if (should_stop<device_scope>(r)) return;
-    if ((polls & 15) == 15 && global_timer_ns() > start + r.budget_ns) {
-      // A run whose last sink finished while this block was polling is complete, not late.
-      if (!run_complete<device_scope>(r)) fail<device_scope>(r, status::timeout, no_task);
-      return;
-    }
-    if ((polls & 255) == 255 && abort_requested(r)) {
-      fail<device_scope>(r, status::aborted, no_task);
-      return;
-    }
-    if ((polls & 7) == 7) idle.max_ns = idle_sleep_cap(r, start, global_timer_ns(), idle_start);
-    idle.pause();
-  }
+  for (unsigned polls = 0; !should_stop<device_scope>(r); ++polls)
+    if (idle_poll(r, polls, start, idle_start, idle)) return;
 }
 
 /// What the block master keeps between rounds (shared memory; thread 0 only).
@@ -335,15 +343,10 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
           if (!(first_fetch && polls == 0) && should_stop<device_scope>(r)) { b.queued = -1; break; }
           b = fetch_batch<device_scope, M>(r, worker, &ms.priv, batch, batch_max, polls == 0 && first_fetch, ms.sources_done);
           if (b.size() > 0) break;
-          if ((polls & 15) == 15 && global_timer_ns() > start + r.budget_ns) {
-            // A run whose last sink finished while this block was polling is complete, not late.
-            if (!run_complete<device_scope>(r)) fail<device_scope>(r, status::timeout, no_task);
+          if (idle_poll(r, polls, start, ms.idle_start, idle)) {
             b.queued = -1;
             break;
           }
-          if ((polls & 255) == 255 && abort_requested(r)) { fail<device_scope>(r, status::aborted, no_task); b.queued = -1; break; }
-          if ((polls & 7) == 7) idle.max_ns = idle_sleep_cap(r, start, global_timer_ns(), ms.idle_start);
-          idle.pause();
         }
         s_batch = b;
         ms.first_fetch = false;
