@@ -33,8 +33,10 @@ TEST(CpuScheduler, BlocksAreWorkerThreads) {
             static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
+// Calls *f, declaring tree_only: the same operation through the code for Ops that run on trees
+// only (warp-rounds' own loop).
 template <class F>
-struct throwing_tree_ops {  // F declaring tree_only
+struct tree_only_call {
   static constexpr bool tree_only = true;
   const F* f;
   void operator()(canopy::task_id t) const { (*f)(t); }
@@ -67,12 +69,12 @@ TEST(CpuScheduler, ATaskThatThrowsIsATaskErrorAndTheSchedulerRunsAgain) {
         << canopy::to_string(m) << ": a task ran twice or never after the failed run";
     // The same through the code for Ops that declare tree_only (warp-rounds' own loop).
     armed.store(true);
-    const canopy::run_result bad_tree = s.run(throwing_tree_ops<decltype(ops)>{&ops});
+    const canopy::run_result bad_tree = s.run(tree_only_call<decltype(ops)>{&ops});
     EXPECT_EQ(bad_tree.code, canopy::status::task_error) << canopy::to_string(m) << ", tree_only ops";
     EXPECT_EQ(bad_tree.task, 123) << canopy::to_string(m) << ", tree_only ops";
     armed.store(false);
     for (auto& r : runs) r.store(0);
-    EXPECT_TRUE(s.run(throwing_tree_ops<decltype(ops)>{&ops}).ok()) << canopy::to_string(m) << ", tree_only ops";
+    EXPECT_TRUE(s.run(tree_only_call<decltype(ops)>{&ops}).ok()) << canopy::to_string(m) << ", tree_only ops";
     EXPECT_TRUE(std::all_of(runs.begin(), runs.end(), [](const std::atomic<int>& r) { return r.load() == 1; }))
         << canopy::to_string(m) << ", tree_only ops: a task ran twice or never after the failed run";
   }
@@ -151,15 +153,6 @@ TEST(CpuScheduler, ARunThatFinishesPastItsDeadlineIsNotATimeout) {
 // now looks at the clock every detail::cpu_chain_check tasks of a chain (warp-rounds with tree_only
 // Ops: every cpu_chain_check rounds of a climb): the run stops with a timeout long before the
 // chain's end (counted, not timed).
-struct sleepy_tree_ops {
-  static constexpr bool tree_only = true;
-  std::atomic<int>* ran;
-  void operator()(canopy::task_id) const {
-    ran->fetch_add(1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-};
-
 TEST(CpuScheduler, ALongChainStillTimesOut) {
   constexpr int n = 3000;
   std::vector<canopy::task_id> parent(n);
@@ -172,14 +165,15 @@ TEST(CpuScheduler, ALongChainStillTimesOut) {
     o.deadline = std::chrono::milliseconds(20);
     canopy::cpu_scheduler s(g, o);
     std::atomic<int> ran{0};
-    const canopy::run_result r = s.run([&](canopy::task_id) {
+    const auto sleepy = [&](canopy::task_id) {
       ran.fetch_add(1);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    });
+    };
+    const canopy::run_result r = s.run(sleepy);
     EXPECT_EQ(r.code, canopy::status::timeout) << canopy::to_string(m) << ": " << r.message;
     EXPECT_LT(ran.load(), n / 2) << canopy::to_string(m) << ": the chain ran on past its deadline";
     ran = 0;
-    const canopy::run_result t = s.run(sleepy_tree_ops{&ran});
+    const canopy::run_result t = s.run(tree_only_call<decltype(sleepy)>{&sleepy});
     EXPECT_EQ(t.code, canopy::status::timeout) << canopy::to_string(m) << ", tree_only ops: " << t.message;
     EXPECT_LT(ran.load(), n / 2) << canopy::to_string(m) << ", tree_only ops: the chain ran on past its deadline";
   }
