@@ -39,48 +39,62 @@ struct load_points_plain {
 };
 
 // P2M of p4[0, n) by the G lanes of g, each point read with `load` (a load_points_* policy); the
-// same as trees::p2m<float> (two passes: mass, com and box, then central second moments about the
-// finished com; the unweighted centroid when the mass is 0) up to summation order, which
-// compare_payloads' bounds allow. Each lane keeps its first `held` points in registers for the
-// second pass, so leaves of up to held * G points are read from memory once.
+// same as trees::p2m<float> up to rounding, which compare_payloads' bounds allow. One pass: the
+// lanes sum mass, the mass-weighted offsets d = p - p0 and their products about the leaf's first
+// point p0, and the central moments follow as sum(m d d^T) - M c c^T with c = sum(m d) / M. p0 is
+// a point of the leaf, so |d| is at most the leaf's diagonal and the subtraction loses nothing
+// that the bound (relative to m L^2, L >= the cell's edge) would notice. Each lane issues its
+// loads `batch` at a time, so a lane has that many points in flight and reads each once (the
+// two-pass version before 2026-11-26 waited for each point past its fourth, and read it twice).
+// A massless leaf gets the unweighted centroid and m2 = 0 (multipole.hpp), re-reading its points.
 template <int G, class Load>
 __device__ multipole<float> group_p2m_with(const canopy::lane_group<G>& g, const float4* p4, std::int32_t n, Load load) {
-  constexpr int held = 4;
+  constexpr int batch = 4;
   multipole<float> r = multipole_identity<float>();
   if (n <= 0) return r;
-  float4 cache[held];
-  float mass = 0.f, sx = 0.f, sy = 0.f, sz = 0.f;
+  const float4 p0 = load(p4);
+  float mass = 0.f, s[3] = {0.f, 0.f, 0.f}, q[6] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   float lo[3] = {r.lo[0], r.lo[1], r.lo[2]}, hi[3] = {r.hi[0], r.hi[1], r.hi[2]};
-  auto first_pass = [&](const float4& v) {
-    mass += v.w;
-    sx += v.w * v.x;
-    sy += v.w * v.y;
-    sz += v.w * v.z;
-    lo[0] = detail::smaller(lo[0], v.x);
-    lo[1] = detail::smaller(lo[1], v.y);
-    lo[2] = detail::smaller(lo[2], v.z);
-    hi[0] = detail::larger(hi[0], v.x);
-    hi[1] = detail::larger(hi[1], v.y);
-    hi[2] = detail::larger(hi[2], v.z);
-  };
+  for (std::int32_t base = g.rank; base < n; base += batch * G) {
+    float4 v[batch];
 #pragma unroll
-  for (int k = 0; k < held; ++k) {
-    const std::int32_t i = g.rank + k * G;
-    cache[k] = i < n ? load(p4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    if (i < n) first_pass(cache[k]);
+    for (int k = 0; k < batch; ++k) {
+      const std::int32_t i = base + k * G;
+      v[k] = i < n ? load(p4 + i) : make_float4(p0.x, p0.y, p0.z, 0.f);  // a massless p0 adds nothing
+    }
+#pragma unroll
+    for (int k = 0; k < batch; ++k) {
+      const float dx = v[k].x - p0.x, dy = v[k].y - p0.y, dz = v[k].z - p0.z, w = v[k].w;
+      const float wx = w * dx, wy = w * dy, wz = w * dz;
+      mass += w;
+      s[0] += wx;
+      s[1] += wy;
+      s[2] += wz;
+      q[0] += wx * dx;
+      q[1] += wx * dy;
+      q[2] += wx * dz;
+      q[3] += wy * dy;
+      q[4] += wy * dz;
+      q[5] += wz * dz;
+      lo[0] = detail::smaller(lo[0], v[k].x);
+      lo[1] = detail::smaller(lo[1], v[k].y);
+      lo[2] = detail::smaller(lo[2], v[k].z);
+      hi[0] = detail::larger(hi[0], v[k].x);
+      hi[1] = detail::larger(hi[1], v[k].y);
+      hi[2] = detail::larger(hi[2], v[k].z);
+    }
   }
-  for (std::int32_t i = g.rank + held * G; i < n; i += G) first_pass(load(p4 + i));
 
   r.count = static_cast<std::uint32_t>(n);
   r.mass = mass = canopy::group_sum(g, mass);
-  sx = canopy::group_sum(g, sx);
-  sy = canopy::group_sum(g, sy);
-  sz = canopy::group_sum(g, sz);
 #pragma unroll
   for (int d = 0; d < 3; ++d) {
+    s[d] = canopy::group_sum(g, s[d]);
     r.lo[d] = canopy::group_min(g, lo[d]);
     r.hi[d] = canopy::group_max(g, hi[d]);
   }
+#pragma unroll
+  for (int j = 0; j < 6; ++j) q[j] = canopy::group_sum(g, q[j]);
   if (!(mass > 0.f)) {
     // Massless leaf: the unweighted centroid, m2 = 0 (multipole.hpp). Rare, so it re-reads.
     float cx = 0.f, cy = 0.f, cz = 0.f;
@@ -95,26 +109,17 @@ __device__ multipole<float> group_p2m_with(const canopy::lane_group<G>& g, const
     r.com[2] = canopy::group_sum(g, cz) / static_cast<float>(n);
     return r;
   }
-  r.com[0] = sx / mass;
-  r.com[1] = sy / mass;
-  r.com[2] = sz / mass;
-
-  float m2[6] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  auto second_pass = [&](const float4& v) {
-    const float dx = v.x - r.com[0], dy = v.y - r.com[1], dz = v.z - r.com[2];
-    m2[0] += v.w * dx * dx;
-    m2[1] += v.w * dx * dy;
-    m2[2] += v.w * dx * dz;
-    m2[3] += v.w * dy * dy;
-    m2[4] += v.w * dy * dz;
-    m2[5] += v.w * dz * dz;
-  };
-#pragma unroll
-  for (int k = 0; k < held; ++k)
-    if (g.rank + k * G < n) second_pass(cache[k]);
-  for (std::int32_t i = g.rank + held * G; i < n; i += G) second_pass(load(p4 + i));
-#pragma unroll
-  for (int j = 0; j < 6; ++j) r.m2[j] = canopy::group_sum(g, m2[j]);
+  const float inv = 1.f / mass;
+  const float c[3] = {s[0] * inv, s[1] * inv, s[2] * inv};  // com - p0
+  r.com[0] = p0.x + c[0];
+  r.com[1] = p0.y + c[1];
+  r.com[2] = p0.z + c[2];
+  r.m2[0] = q[0] - s[0] * c[0];
+  r.m2[1] = q[1] - s[0] * c[1];
+  r.m2[2] = q[2] - s[0] * c[2];
+  r.m2[3] = q[3] - s[1] * c[1];
+  r.m2[4] = q[4] - s[1] * c[2];
+  r.m2[5] = q[5] - s[2] * c[2];
   return r;
 }
 
