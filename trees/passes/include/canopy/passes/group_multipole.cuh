@@ -109,8 +109,9 @@ __device__ multipole<float> group_p2m_with(const canopy::lane_group<G>& g, const
     r.com[2] = canopy::group_sum(g, cz) / static_cast<float>(n);
     return r;
   }
-  const float inv = 1.f / mass;
-  const float c[3] = {s[0] * inv, s[1] * inv, s[2] * inv};  // com - p0
+  // Three divisions, not a reciprocal: 1 / mass overflows for a denormal mass (the octree edge
+  // cases' `denormals` tree), where s / mass is the ratio of two tiny numbers.
+  const float c[3] = {s[0] / mass, s[1] / mass, s[2] / mass};  // com - p0
   r.com[0] = p0.x + c[0];
   r.com[1] = p0.y + c[1];
   r.com[2] = p0.z + c[2];
