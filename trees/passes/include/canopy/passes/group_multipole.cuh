@@ -60,11 +60,18 @@ __device__ multipole<float> group_p2m_with(const canopy::lane_group<G>& g, const
 #pragma unroll
     for (int k = 0; k < batch; ++k) {
       const std::int32_t i = base + k * G;
-      v[k] = i < n ? load(p4 + i) : make_float4(p0.x, p0.y, p0.z, 0.f);  // a massless p0 adds nothing
+      v[k] = i < n ? load(p4 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 #pragma unroll
     for (int k = 0; k < batch; ++k) {
-      const float dx = v[k].x - p0.x, dy = v[k].y - p0.y, dz = v[k].z - p0.z, w = v[k].w;
+      // A slot past the leaf's end read nothing: p0 stands in for it (the box holds p0 already;
+      // its weight is 0, so it adds nothing to the sums). Chosen here, after the loads, and not as
+      // the loads' default: a default of p0 made every load of the batch wait for p0's (the
+      // compiler writes the default first; the SASS of the lockfree-tree twig kernel, twentieth
+      // session, bench/RESULTS.md).
+      const bool in = base + k * G < n;
+      const float x = in ? v[k].x : p0.x, y = in ? v[k].y : p0.y, z = in ? v[k].z : p0.z, w = v[k].w;
+      const float dx = x - p0.x, dy = y - p0.y, dz = z - p0.z;
       const float wx = w * dx, wy = w * dy, wz = w * dz;
       mass += w;
       s[0] += wx;
@@ -76,12 +83,12 @@ __device__ multipole<float> group_p2m_with(const canopy::lane_group<G>& g, const
       q[3] += wy * dy;
       q[4] += wy * dz;
       q[5] += wz * dz;
-      lo[0] = detail::smaller(lo[0], v[k].x);
-      lo[1] = detail::smaller(lo[1], v[k].y);
-      lo[2] = detail::smaller(lo[2], v[k].z);
-      hi[0] = detail::larger(hi[0], v[k].x);
-      hi[1] = detail::larger(hi[1], v[k].y);
-      hi[2] = detail::larger(hi[2], v[k].z);
+      lo[0] = detail::smaller(lo[0], x);
+      lo[1] = detail::smaller(lo[1], y);
+      lo[2] = detail::smaller(lo[2], z);
+      hi[0] = detail::larger(hi[0], x);
+      hi[1] = detail::larger(hi[1], y);
+      hi[2] = detail::larger(hi[2], z);
     }
   }
 
