@@ -66,9 +66,9 @@ __device__ multipole<float> group_p2m_with(const canopy::lane_group<G>& g, const
     for (int k = 0; k < batch; ++k) {
       // A slot past the leaf's end read nothing: p0 stands in for it (the box holds p0 already;
       // its weight is 0, so it adds nothing to the sums). Chosen here, after the loads, and not as
-      // the loads' default: a default of p0 made every load of the batch wait for p0's (the
-      // compiler writes the default first; the SASS of the lockfree-tree twig kernel, twentieth
-      // session, bench/RESULTS.md).
+      // the loads' default: the compiler writes a default before the load, so a default of p0 made
+      // every load of the batch wait for p0's (the level graph's leaf kernel ran 2-3% faster at
+      // Plummer 16M and depth 8 without it: bench/RESULTS.md, twentieth session).
       const bool in = base + k * G < n;
       const float x = in ? v[k].x : p0.x, y = in ? v[k].y : p0.y, z = in ? v[k].z : p0.z, w = v[k].w;
       const float dx = x - p0.x, dy = y - p0.y, dz = z - p0.z;
