@@ -21,7 +21,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=why))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def plummer():
     """3,000 Plummer points and their octree (small leaves, so a few levels deep)."""
     points = canopy.generate("plummer", 3000, seed=7)

@@ -183,7 +183,7 @@ def test_cuda_array_interface_stream_is_waited_for():
     # The points are handed over with the stream still writing them in the interface. The pass
     # runs on the legacy default stream, which does not wait for a non-blocking one. Today the
     # pass's fresh builder also synchronises the device when it allocates (cudaFree), which hides
-    # the race (bench/results/h100_session13_python/race_without_sync.py); this test holds the
+    # the race (a script that showed it is in git history: bench/results/ at commit 1c11e35); this test holds the
     # promise if that side effect goes.
     cupy = pytest.importorskip("cupy")
     points, stream = _points_written_late(cupy, 50000, 7)
