@@ -44,7 +44,7 @@
 #error "canopy/lane_group.cuh is device code: include it from .cu files only"
 #endif
 
-#include "canopy/detail/min_max.hpp"
+#include "canopy/min_max.hpp"
 
 namespace canopy {
 
@@ -115,11 +115,11 @@ __device__ __forceinline__ T group_sum(const lane_group<G>& g, T v) {
 }
 template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_min(const lane_group<G>& g, T v) {
-  return group_reduce<Stride>(g, v, [](T mine, T other) { return detail::smaller(mine, other); });
+  return group_reduce<Stride>(g, v, [](T mine, T other) { return canopy::smaller(mine, other); });
 }
 template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_max(const lane_group<G>& g, T v) {
-  return group_reduce<Stride>(g, v, [](T mine, T other) { return detail::larger(mine, other); });
+  return group_reduce<Stride>(g, v, [](T mine, T other) { return canopy::larger(mine, other); });
 }
 
 }  // namespace canopy

@@ -10,6 +10,8 @@
 //   com = com_a + (Mb / M) d,   m2 = m2_a + m2_b + (Ma Mb / M) d d^T.
 // The merge is associative and commutative (up to rounding) with identity multipole_identity():
 // count 0, mass 0, lo = +inf, hi = -inf.
+// The box's min and max are canopy::smaller/larger (canopy/min_max.hpp): fmin/fmax on the device,
+// a select on the host; the point readers reject NaN, so the two agree up to the sign of a zero.
 //
 // Massless points: a node whose total mass is 0 but which holds points takes the unweighted
 // centroid of its points as com and m2 = 0 (the weighted scatter of zero masses). Merging follows
@@ -18,7 +20,7 @@
 #pragma once
 
 #include <canopy/config.hpp>
-#include <canopy/detail/min_max.hpp>
+#include <canopy/min_max.hpp>
 #include <canopy/trees/point.hpp>
 
 #include <cstdint>
@@ -50,10 +52,6 @@ CANOPY_HD constexpr T positive_infinity() {
     return __builtin_huge_val();
   }
 }
-// The box's min and max: one FMNMX each on the device (canopy/detail/min_max.hpp); the point
-// readers reject NaN, so that and the host's select agree up to the sign of a zero.
-using canopy::detail::larger;
-using canopy::detail::smaller;
 }  // namespace detail
 
 template <class T>
@@ -85,12 +83,12 @@ CANOPY_HD multipole<T> p2m(const point* pts, std::int32_t n) {
     sx += m * x;
     sy += m * y;
     sz += m * z;
-    r.lo[0] = detail::smaller(r.lo[0], x);
-    r.lo[1] = detail::smaller(r.lo[1], y);
-    r.lo[2] = detail::smaller(r.lo[2], z);
-    r.hi[0] = detail::larger(r.hi[0], x);
-    r.hi[1] = detail::larger(r.hi[1], y);
-    r.hi[2] = detail::larger(r.hi[2], z);
+    r.lo[0] = canopy::smaller(r.lo[0], x);
+    r.lo[1] = canopy::smaller(r.lo[1], y);
+    r.lo[2] = canopy::smaller(r.lo[2], z);
+    r.hi[0] = canopy::larger(r.hi[0], x);
+    r.hi[1] = canopy::larger(r.hi[1], y);
+    r.hi[2] = canopy::larger(r.hi[2], z);
   }
   r.count = static_cast<std::uint32_t>(n);
   r.mass = mass;
@@ -153,8 +151,8 @@ CANOPY_HD multipole<T> m2m_merge(const multipole<T>& a, const multipole<T>& b) {
   }
   for (int i = 0; i < 3; ++i) {
     r.com[i] = a.com[i] + wb * d[i];
-    r.lo[i] = detail::smaller(a.lo[i], b.lo[i]);
-    r.hi[i] = detail::larger(a.hi[i], b.hi[i]);
+    r.lo[i] = canopy::smaller(a.lo[i], b.lo[i]);
+    r.hi[i] = canopy::larger(a.hi[i], b.hi[i]);
   }
   r.m2[0] = a.m2[0] + b.m2[0] + shift * d[0] * d[0];
   r.m2[1] = a.m2[1] + b.m2[1] + shift * d[0] * d[1];

@@ -83,12 +83,12 @@ __device__ multipole<float> group_p2m_with(const canopy::lane_group<G>& g, const
       q[3] += wy * dy;
       q[4] += wy * dz;
       q[5] += wz * dz;
-      lo[0] = detail::smaller(lo[0], x);
-      lo[1] = detail::smaller(lo[1], y);
-      lo[2] = detail::smaller(lo[2], z);
-      hi[0] = detail::larger(hi[0], x);
-      hi[1] = detail::larger(hi[1], y);
-      hi[2] = detail::larger(hi[2], z);
+      lo[0] = canopy::smaller(lo[0], x);
+      lo[1] = canopy::smaller(lo[1], y);
+      lo[2] = canopy::smaller(lo[2], z);
+      hi[0] = canopy::larger(hi[0], x);
+      hi[1] = canopy::larger(hi[1], y);
+      hi[2] = canopy::larger(hi[2], z);
     }
   }
 
