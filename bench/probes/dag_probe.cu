@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Diagnostic probe (not part of any suite): the deep random DAG that stalled in continuation at
 // full occupancy, with a per-task execution count, to tell a lost task from one run twice
-// (bench/RESULTS.md, end of the second session). lockfree and continuation at full occupancy, 132
+// (bench/RESULTS.md tells what it found). lockfree and continuation at full occupancy, 132
 // and 14 blocks, three runs each, 5 s deadline.
 // Usage: dag_probe [tasks=100003]
 #include <chrono>

@@ -14,7 +14,8 @@
 //   store+arrive   16 lanes store a 68-byte payload, __syncwarp, lane 0 fetch_sub(acq_rel): the
 //                  scheduler's arrival (the release waits for the stores)
 //   bare hop       the whole hop above, entry record cold (DRAM) or warm (L2)
-// and the arrival's memory orders (sixteenth session), each a chain as above:
+// and the arrival's memory orders (what arrive_each in canopy/detail/dependency.hpp rests on),
+// each a chain as above:
 //   atomic release         fetch_sub(release): what an arrival that is not the last one needs
 //   atomic rel + acq fence fetch_sub(release), then atomic_thread_fence(acquire): the last arriver
 //   store+arrive rel(+acq) store+arrive with those two orders instead of acq_rel
@@ -58,8 +59,8 @@ __global__ void chase(const std::uint32_t* ring, std::uint32_t start, int steps,
   *sink = i;
 }
 
-// How an arrival orders memory: relaxed (no order), acq_rel (the scheduler until the fifteenth
-// session), release (an arrival that is not the last), release then an acquire fence (the last).
+// How an arrival orders memory: relaxed (no order), acq_rel (the scheduler's single arrival),
+// release (an arrival that is not the last), release then an acquire fence (the last).
 enum class order { relaxed, acq_rel, release, release_acquire };
 
 __device__ __forceinline__ int arrive_as(order o, int* c) {

@@ -3,7 +3,7 @@
 // lanes per node and merge batches of 1 and 2 children (upward_ops<float, Lanes, MergeBatch>) in
 // the three lock-free modes, on the sweep trees (probe_trees.cuh); validated against the double
 // reference before timing, warm medians of CUDA events around run() (launch and wait). The lane
-// sweeps of bench/RESULTS.md's second session came from it. The baselines and the twig tasks on
+// sweeps of bench/RESULTS.md came from it. The baselines and the twig tasks on
 // the same trees: twig_probe. The fixed costs of a launch and of a run: launch_probe.
 // Usage: lanes_probe [max_depth=8]   (below 8 the depth-8 tree is left out)
 #include <cstdio>

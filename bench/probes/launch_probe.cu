@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Tuning probe (not part of any suite): what a launch, a wait and a scheduler run cost before any
-// task does work (bench/RESULTS.md, fourth to sixth sessions). Four tables:
+// task does work (bench/RESULTS.md). Four tables:
 //  1. an empty kernel, plain and cooperative launch + stream sync, by grid (1 block, half the
 //     SMs .. 8 blocks per SM) and block size: does the launch floor depend on the grid?
 //  2. the ways a host can launch and wait (528 x 256): launch, cooperative launch, CUDA graph,

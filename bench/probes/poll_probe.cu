@@ -3,7 +3,7 @@
 // idle_sleep_max) against the deep random DAG at full occupancy (where polling starved the working
 // block; probe_dag.cuh) and against small trees (where a long sleep delays the end of the run):
 // octrees of depth 5 and 6 (validated before timing) and a no-op tree of 37,449 tasks. DAG runs
-// count every task's executions. bench/RESULTS.md, third session.
+// count every task's executions. The figures are in bench/RESULTS.md.
 // Usage: poll_probe [tasks=100003] [cap_ns ...]   (caps default to 2048 0 8192 32768; 0 = auto)
 #include <algorithm>
 #include <chrono>

@@ -40,7 +40,7 @@ inline double median(std::vector<double> v) {
 
 /// The median of `reps` calls of `f` (each enqueues work and waits) in microseconds, timed with
 /// CUDA events around the call on `stream`, after 3 untimed warm-up calls. Events, not a host
-/// clock: these figures are the ones bench/RESULTS.md compares across sessions.
+/// clock: these figures are the ones bench/RESULTS.md compares from one change to the next.
 template <class F>
 double median_us(F&& f, int reps = 50, cudaStream_t stream = nullptr) {
   canopy::cuda_event a, b;

@@ -2,8 +2,8 @@
 // Tuning probe (not part of any suite): twig tasks whose 8 leaf payloads are staged in shared
 // memory and written by the whole group as one contiguous block (8 x 17 words, 16 lanes per
 // store instruction), against the library's twig ops (each leaf's 2 lanes write its own payload:
-// 9 store instructions that each touch 8 partly written sectors; 16 tasks per group since the
-// fifth session) and the same ops with 8 tasks per group. Blocks of 128 threads only (static
+// 9 store instructions that each touch 8 partly written sectors; 16 tasks per group, as the
+// library runs them) and the same ops with 8 tasks per group. Blocks of 128 threads only (static
 // shared memory for 8 groups). Validated against the double reference before timing, on the
 // sweep trees (probe_trees.cuh).
 // Usage: store_probe [max_depth=8]   (below 8 the depth-8 tree is left out)

@@ -213,7 +213,7 @@ class gpu_resident final : public resident_sim {
 
   // The walk's groups of the current tree (forces_at reuses them), in the order the threads appended
   // them. Sorting them into Morton order (so that warps running at once walk nearby groups) was
-  // measured: no faster (bench/RESULTS.md, thirteenth session).
+  // measured: no faster (bench/RESULTS.md), so the threads' order is kept.
   void make_groups() {
     const ct::octree_ref t = built_.tree.ref();
     const auto capacity = static_cast<std::size_t>(max_walk_groups(t.leaf_count, t.point_total));

@@ -40,8 +40,8 @@ struct cpu_run_guard {
 };
 
 /// The CPU backend's worker threads, kept for the scheduler's life: started by its first run,
-/// parked between runs (a short spin, then std::atomic::wait), woken by the next. A run used to
-/// start and join its threads, about 38 us on 2 cores before any work. The calling thread is
+/// parked between runs (a short spin, then std::atomic::wait), woken by the next, so that a short
+/// run does not pay for starting and joining threads before any work. The calling thread is
 /// worker 0, so a scheduler of one worker starts no thread at all.
 class cpu_worker_pool {
  public:

@@ -12,8 +12,9 @@
 namespace canopy::trees {
 
 int default_bucket_points(std::int64_t points) {
-  // The H100 sweep (bench/RESULTS.md, eleventh session): 128 points up to a few million points
-  // (more buckets than warps), 256 above; the GPU stages at most 256.
+  // 128 points while that still makes more buckets than the GPU has warps (up to a few million
+  // points), 256 above, where fewer and larger buckets amortise their barriers (the sweep is in
+  // bench/RESULTS.md); the GPU stages at most 256.
   return points >= (std::int64_t{1} << 22) ? 256 : 128;
 }
 

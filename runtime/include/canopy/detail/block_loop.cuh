@@ -63,8 +63,8 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
     // A tree task's parent, and a DAG task's successor range, are loaded before the task runs, so
     // that their L2 round trips overlap the task instead of coming between the task and its
     // arrivals (a climbing chain waits for them on every hop). The range's two registers live
-    // across the task: Ops that declare tree_only do not carry them (with them, the octree
-    // kernels ran 10-15% slower: bench/RESULTS.md, sixteenth session, item 4).
+    // across the task: Ops that declare tree_only do not carry them (registers the octree kernels
+    // need for their own loads; see bench/RESULTS.md).
     task_id parent = no_task;
     std::int32_t succ_begin = 0, succ_end = 0;
     if constexpr (T.atomic_tree) {
@@ -95,8 +95,8 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
     } else {
       // A DAG task's successors are resolved by the group's lanes at once (lane k arrives at
       // successors k, k + G, ...; a lane with several issues them together, arrive_each): each
-      // arrival is a device-scope atomic of ~570 ns, and one lane doing them one after the other
-      // put all of them on the chain's critical path (bench/RESULTS.md, sixteenth session). The
+      // arrival is a device-scope atomic, an L2 round trip, and one lane doing them one after the
+      // other would put all of them on the chain's critical path. The
       // lowest lane that made a successor ready hands it to the group when it may climb; every
       // other ready successor is staged.
       const std::int32_t b = succ_begin, e = succ_end;
@@ -158,8 +158,8 @@ __device__ __forceinline__ void run_tree_by_warps(const Ops& ops, const schedule
                                                   const lane_group<G>& g) {
   constexpr int per_warp = 32 / G;  // lane groups in a warp
   // Lane 0 keeps the warp's range in shared memory, not registers: held across the tasks, it
-  // pushed the twig kernel past its register cap (a 208-byte stack frame on the task's path:
-  // bench/RESULTS.md, seventeenth session).
+  // pushes the twig kernel past its register cap (CANOPY_KERNEL_MAX_REGISTERS), and the spill is a
+  // stack frame on every task's path.
   __shared__ warp_sources warp_state[32];
   const int lane = static_cast<int>(threadIdx.x) & 31;
   warp_sources& ws = warp_state[threadIdx.x >> 5];
@@ -234,8 +234,8 @@ __device__ __forceinline__ void run_tree_by_warps(const Ops& ops, const schedule
         const int share = r.batch_max / (static_cast<int>(blockDim.x) / G) * per_warp;
         const int per_claim = share < 1 ? 1 : share > 32 ? 32 : share;
         // The stop flag is read relaxed, beside the claim (an acquire would wait for it first): a
-        // stopped run's warps need not see it at once, and wait_for_stop acquires it. (Measured
-        // with and without this read: the same times, bench/RESULTS.md, eighteenth session.)
+        // stopped run's warps need not see it at once, and wait_for_stop acquires it. The relaxed
+        // load beside the claim costs no round trip of its own.
         const bool stopping =
             cuda::atomic_ref<std::int32_t, device_scope>(r.counters->stop).load(cuda::std::memory_order_relaxed) != 0;
         std::uint32_t f = 0;
@@ -336,7 +336,7 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
         const bool first_fetch = ms.first_fetch;
         const std::uint64_t start = ms.start;
         // In shared memory, as the rest of the master's state: a register held across the loop
-        // raised the kernel's count over a residency step for light Ops (fifteenth session).
+        // raises the kernel's count, for light Ops over a residency step (fewer blocks per SM).
         ms.idle_start = global_timer_ns();
         backoff idle{64, idle_sleep_cap(r, start, ms.idle_start, ms.idle_start)};
         for (unsigned polls = 0;; ++polls) {

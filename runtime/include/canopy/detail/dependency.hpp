@@ -12,7 +12,7 @@ namespace canopy::detail {
 /// Ops that only ever run on trees (one successor per task: task_graph::from_parents, a
 /// device_task_graph) may declare `static constexpr bool tree_only = true;`. Their GPU kernel is
 /// compiled without the DAG paths (successor lists, the lanes' shared arrivals), which leaves the
-/// task more registers: the octree passes ran 1-2% faster (bench/RESULTS.md, sixteenth session).
+/// task more registers under the kernel's cap (see bench/RESULTS.md for what the octree passes gain).
 /// Both backends refuse to run such Ops over a DAG (invalid_argument).
 /// (Read in a constant expression, not only tested in a requires-clause, so that nvcc counts the
 /// member as used: an Ops in an anonymous namespace would otherwise get warning 177.)
@@ -67,9 +67,9 @@ CANOPY_HD CANOPY_FORCEINLINE int resolve_parent(const task_graph_ref& g, task_id
 /// round followed by an acquire fence if any of its fetch_subs was the last. acq_rel arrivals one
 /// after the other wait for each atomic's round trip in turn (the acquire orders every later
 /// access after it): a deep DAG's task with two or three successors paid that on the chain's
-/// critical path. The fences cost more than one
-/// acq_rel atomic (hop_probe, H100: 840 against 574 ns), so a single arrival keeps acq_rel; two
-/// cost 867 ns instead of 1,138 (bench/RESULTS.md, sixteenth session). The fence followed by
+/// critical path. The two fences cost more than one acq_rel atomic, so a single arrival keeps
+/// acq_rel; from two arrivals on, the fences cost less than the round trips they save (bench/probes/
+/// hop_probe.cu measures both; the figures are in bench/RESULTS.md). The fence followed by
 /// relaxed read-modify-writes publishes what a release fetch_sub would, and the acquire fence after
 /// a relaxed one that read 1 synchronises with every earlier arriver's release, as arrive() does.
 /// The host keeps one acq_rel fetch_sub each: ThreadSanitizer does not model standalone fences.

@@ -46,9 +46,9 @@ constexpr std::uint32_t auto_idle_sleep_ns(int grid) {
 }
 
 /// The automatic cap for a block that has been idle for long (idle_sleep_cap in block_loop.cuh):
-/// 64 us. At full occupancy (1,320 blocks) the grid-sized cap above still cost each hop of a deep
-/// DAG about 1 us (3.00 us per task against 2.01 with 132 blocks); with 64 us it cost 2.04 (bench/
-/// RESULTS.md, fifteenth session).
+/// 64 us, whatever the grid. At full occupancy the grid-sized cap above still lets the idle blocks
+/// poll often enough to slow each hop of a deep DAG; a block idle that long has nothing near, and
+/// the longer sleep takes it off the shared lines (see bench/RESULTS.md).
 inline constexpr std::uint32_t auto_idle_sleep_long_ns = 65536;
 
 /// Lets `kernel` be launched with `bytes` of dynamic shared memory. The limit is a property of the

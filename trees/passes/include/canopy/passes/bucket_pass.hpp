@@ -13,13 +13,12 @@
 // possible with max_depth or a large max_leaf) is a P2M task of the whole warp. The tree client
 // picks the granularity: upward_options::bucket_points (at most 256 on the GPU).
 //
-// Where it stands (H100, bench/RESULTS.md, eleventh session): correct on every tree and mode, but
-// not yet faster than twig tasks, which stay the default: Plummer 16M 400 us against 362, 1M 63
-// against 51, complete depth 8 2630-3620 against 1872. ncu at 16M: 25% more instructions than the
-// twig pass at the same issue rate (0.39 warps per scheduler and cycle), stalls on the block
-// barrier and on L2 round trips as the twig pass has them. Two earlier versions are in the history
-// (commit 6205379: the leaves' points balanced exactly over the lanes, 8 a lane, a segmented scan
-// of the pieces of leaves that cross lanes; 2-3x slower, issue-bound on the scan's shuffles).
+// Where it stands: correct on every tree and mode, but not faster than twig tasks, which stay the
+// default (the timings and profiles are in bench/RESULTS.md). It issues more instructions than the
+// twig pass for the same work and stalls on the same block barrier and L2 round trips, so it wins
+// nothing back. Two earlier versions are in the history (commit 6205379: the leaves' points
+// balanced exactly over the lanes, 8 a lane, a segmented scan of the pieces of leaves that cross
+// lanes; slower still, issue-bound on the scan's shuffles).
 //
 // Task data (one int32 array, uploaded once; `blob` below):
 //   blob[4t .. 4t + 3]  task t, four ints (read as one int4 on the GPU):

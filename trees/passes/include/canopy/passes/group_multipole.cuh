@@ -66,9 +66,8 @@ __device__ multipole<float> group_p2m_with(const canopy::lane_group<G>& g, const
     for (int k = 0; k < batch; ++k) {
       // A slot past the leaf's end read nothing: p0 stands in for it (the box holds p0 already;
       // its weight is 0, so it adds nothing to the sums). Chosen here, after the loads, and not as
-      // the loads' default: the compiler writes a default before the load, so a default of p0 made
-      // every load of the batch wait for p0's (the level graph's leaf kernel ran 2-3% faster at
-      // Plummer 16M and depth 8 without it: bench/RESULTS.md, twentieth session).
+      // the loads' default: the compiler writes a default before the load, so a default of p0
+      // would make every load of the batch wait for p0's, on the leaf tasks' critical path.
       const bool in = base + k * G < n;
       const float x = in ? v[k].x : p0.x, y = in ? v[k].y : p0.y, z = in ? v[k].z : p0.z, w = v[k].w;
       const float dx = x - p0.x, dy = y - p0.y, dz = z - p0.z;
@@ -162,8 +161,8 @@ __device__ multipole<float> group_combine(const canopy::lane_group<G>& g, const 
   const bool massive = r.mass > 0.f;
   const float w = massive ? m.mass : static_cast<float>(m.count);
   const float total = massive ? r.mass : static_cast<float>(r.count);
-  // One division, not three: a twig task's combine is the hottest line of its pass (7% of the
-  // instructions at Plummer 16M, bench/RESULTS.md, fourteenth session); the centre moves by an ulp.
+  // One division, not three: a twig task's combine is the hottest line of its pass (its profile
+  // is in bench/RESULTS.md); the centre moves by an ulp.
   const float inv_total = r.count == 0 ? 0.f : 1.f / total;
 #pragma unroll
   for (int i = 0; i < 3; ++i) {
