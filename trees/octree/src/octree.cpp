@@ -115,6 +115,7 @@ struct extent {
   double hi[3] = {-std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
                   -std::numeric_limits<double>::infinity()};
   std::size_t first_bad = std::numeric_limits<std::size_t>::max();
+  double mass = 0.0;  // the total mass, in double
 };
 
 // Bounding box of the points, and the first point with a non-finite coordinate or mass, or a
@@ -131,6 +132,7 @@ extent measure(std::span<const point> points) {
         e.first_bad = i;
         return;
       }
+      e.mass += q.m;
       const double v[3] = {q.x, q.y, q.z};
       for (int a = 0; a < 3; ++a) {
         e.lo[a] = std::min(e.lo[a], v[a]);
@@ -141,6 +143,7 @@ extent measure(std::span<const point> points) {
   extent all;
   for (const extent& e : partial) {
     all.first_bad = std::min(all.first_bad, e.first_bad);
+    all.mass += e.mass;
     for (int a = 0; a < 3; ++a) {
       all.lo[a] = std::min(all.lo[a], e.lo[a]);
       all.hi[a] = std::max(all.hi[a], e.hi[a]);
@@ -160,13 +163,54 @@ std::string fmt_value(float v) {
 
 // ---------------------------------------------------------------- adaptive --------------------
 
+void check_moment_range(const std::string& source, double total_mass, const box& cube) {
+  // The float payloads' largest terms are the total mass M, its first moments (M |x| <= M L) and
+  // second moments (M L^2), L = the root edge plus the largest |coordinate| (reference.hpp), with a
+  // few of each summed in a merge: M max(1, L)^2 <= 2^120 leaves float (2^128) a factor 256. The
+  // coordinate limit alone bounded only L: 1,000 masses of 1e36 summed to inf and exit 0.
+  double magnitude = 0.0;
+  for (int a = 0; a < 3; ++a) magnitude = std::max({magnitude, std::abs(cube.lo[a]), std::abs(cube.hi[a])});
+  const double reach = std::max(1.0, cube.hi[0] - cube.lo[0] + magnitude);
+  if (!(total_mass * reach * reach <= max_moment_magnitude)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "the total mass %.6g times the squared extent %.6g is beyond 2^120 (~1.3e36): the float "
+                  "moments would overflow; scale the masses or coordinates down",
+                  total_mass, reach * reach);
+    throw input_error(source, buf);
+  }
+}
+
 input_error rejected_point_error(std::string source, std::size_t index, const point& q) {
   const bool finite = std::isfinite(q.x) && std::isfinite(q.y) && std::isfinite(q.z) && std::isfinite(q.m);
   const std::string where = "point " + std::to_string(index) + " (" + fmt_value(q.x) + ", " + fmt_value(q.y) + ", " +
                             fmt_value(q.z) + ", m " + fmt_value(q.m) + ")";
+  if (finite && q.m < 0.0f) return input_error(std::move(source), where + " has a negative mass");
   return input_error(std::move(source), finite ? where + " has a coordinate beyond +-2^50 (~1.13e15), the largest "
                                                          "whose float second moments cannot overflow"
                                                : where + " is not finite");
+}
+
+std::string given_cube_problem(const box& cube, const double lo[3], const double hi[3]) {
+  const auto fmt_value = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  const double edge = cube.hi[0] - cube.lo[0];
+  for (int a = 0; a < 3; ++a) {
+    if (!std::isfinite(cube.lo[a]) || !std::isfinite(cube.hi[a]) || !(cube.hi[a] - cube.lo[a] > 0.0) ||
+        cube.hi[a] - cube.lo[a] != edge) {
+      return "not a cube of positive finite edge";
+    }
+  }
+  for (int a = 0; a < 3; ++a) {
+    if (!(lo[a] >= cube.lo[a] && hi[a] < cube.hi[a])) {
+      return "the points' bounding box (axis " + std::to_string(a) + ": [" + fmt_value(lo[a]) + ", " + fmt_value(hi[a]) +
+             "]) is not inside the cube [" + fmt_value(cube.lo[a]) + ", " + fmt_value(cube.hi[a]) + ")";
+    }
+  }
+  return "";
 }
 
 octree build_octree(std::span<const point> points, const build_options& options) {
@@ -187,7 +231,18 @@ octree build_octree(std::span<const point> points, const build_options& options)
   if (ext.first_bad != std::numeric_limits<std::size_t>::max()) {
     throw rejected_point_error("build_octree", ext.first_bad, points[ext.first_bad]);
   }
-  const box cube = bounding_cube(ext.lo, ext.hi);
+  box cube{};
+  if (options.cube) {
+    const double lo[3] = {ext.lo[0], ext.lo[1], ext.lo[2]};
+    const double hi[3] = {ext.hi[0], ext.hi[1], ext.hi[2]};
+    if (const std::string problem = given_cube_problem(*options.cube, lo, hi); !problem.empty()) {
+      throw input_error("build_octree: cube", problem);
+    }
+    cube = *options.cube;
+  } else {
+    cube = bounding_cube(ext.lo, ext.hi);
+  }
+  check_moment_range("build_octree", ext.mass, cube);
 
   // Codes, stable sort, gather.
   std::vector<keyed_index> order(n);

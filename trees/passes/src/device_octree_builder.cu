@@ -77,8 +77,10 @@ constexpr int level_slots = max_octree_depth + 1;
 
 std::int64_t blocks_for(std::int64_t threads) { return (threads + block_threads - 1) / block_threads; }
 
-__global__ void start_tree(build_header* header) {
-  const box cube = bounding_cube(header->extent);
+// The root cube: the points' bounding cube, or the caller's (build_options::cube; the host checks
+// it against the extent at the build's one synchronisation).
+__global__ void start_tree(build_header* header, bool given, box given_cube) {
+  const box cube = given ? given_cube : bounding_cube(header->extent);
   header->cube = cube;
   header->grid = make_morton_grid(cube);
 }
@@ -336,6 +338,7 @@ struct device_octree_builder::state {
 
   // Read by the host at the build's one synchronisation (pinned, so the copies are asynchronous).
   struct status {
+    point_extent extent;                          // checked against a given cube
     std::int32_t first_rejected;
     std::int32_t leaves;                          // the leaf starts DeviceSelect found
     std::int32_t level_nodes[max_octree_depth + 1];  // nodes per level
@@ -529,7 +532,7 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
   s.mark(0, stream);
   CANOPY_CUDA_TRY(cub::DeviceReduce::Reduce(temp, temp_bytes, extents, &header->extent, n, merge_op{}, empty_extent(),
                                             stream));
-  start_tree<<<1, 1, 0, stream>>>(header);
+  start_tree<<<1, 1, 0, stream>>>(header, options.cube.has_value(), options.cube.value_or(box{}));
   CANOPY_CUDA_TRY(cudaGetLastError());
   s.mark(1, stream);
   const auto point_blocks = static_cast<unsigned>(blocks_for(n));
@@ -590,6 +593,10 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
   // The build's one host round trip: the rejected-point check, the leaf and node counts.
   CANOPY_CUDA_TRY(cudaMemcpyAsync(&s.host->first_rejected, &header->extent.first_rejected, sizeof(std::int32_t),
                                   cudaMemcpyDeviceToHost, stream));
+  if (options.cube) {
+    CANOPY_CUDA_TRY(cudaMemcpyAsync(&s.host->extent, &header->extent, sizeof(point_extent), cudaMemcpyDeviceToHost,
+                                    stream));
+  }
   CANOPY_CUDA_TRY(cudaMemcpyAsync(&s.host->leaves, s.selected.data(), sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
   CANOPY_CUDA_TRY(cudaMemcpyAsync(s.host->level_nodes, s.level_nodes.data(), level_slots * sizeof(std::int32_t),
                                   cudaMemcpyDeviceToHost, stream));
@@ -597,6 +604,14 @@ void build_tree(device_octree_builder::state& s, Reader read, Fetch fetch_point,
   if (s.host->first_rejected != no_rejected_point) {
     const auto index = static_cast<std::size_t>(s.host->first_rejected);
     throw rejected_point_error(source_name, index, fetch_point(index));
+  }
+  if (options.cube) {
+    const point_extent& e = s.host->extent;
+    const double lo[3] = {e.lo[0], e.lo[1], e.lo[2]};
+    const double hi[3] = {e.hi[0], e.hi[1], e.hi[2]};
+    if (const std::string problem = given_cube_problem(*options.cube, lo, hi); !problem.empty()) {
+      throw input_error(std::string(source_name) + ": cube", problem);
+    }
   }
   const std::int32_t leaves = s.host->leaves;
   std::vector<std::int32_t> level_offset{0};

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,7 +41,16 @@ struct octree {
 struct build_options {
   int max_leaf = 32;   // a node with at most this many points is a leaf (>= 1)
   int max_depth = 21;  // a node on this level is a leaf whatever its size (0..21)
+  // The root cell, when given, instead of the points' bounding cube: a cube (equal, positive,
+  // finite edges) that holds every point in [lo, hi). A rank of a distributed build gives the
+  // global cube, so that its cells and Morton codes are those of the tree of all ranks' points.
+  std::optional<box> cube;
 };
+
+// Why `cube` cannot be the root cell of points whose bounding box is [lo, hi] ("" when it can):
+// not a cube of positive finite edge, or the box not inside [cube.lo, cube.hi). Both builders check
+// a given cube with it.
+std::string given_cube_problem(const box& cube, const double lo[3], const double hi[3]);
 
 // Adaptive octree of `points` (at most 2^31 - 1, all coordinates and masses finite, coordinates at
 // most max_coordinate_magnitude in absolute value).
@@ -61,6 +71,14 @@ octree build_octree(std::span<const point> points, const build_options& options 
 // <index> (x, y, z, m <m>) is not finite" or "... has a coordinate beyond +-2^50 ...". The GPU
 // builder throws the same, with its own source.
 input_error rejected_point_error(std::string source, std::size_t index, const point& p);
+
+// The largest total mass x max(1, L)^2 (L: the root edge plus the largest |coordinate|) whose float
+// moments cannot overflow (2^120, float's 2^128 less room for a merge's sums).
+inline constexpr double max_moment_magnitude = 0x1.0p120;
+
+// Throws input_error(source, ...) when `total_mass` x max(1, L)^2 of points in `cube` exceeds
+// max_moment_magnitude: their float mass, first or second moments could overflow to inf.
+void check_moment_range(const std::string& source, double total_mass, const box& cube);
 
 // Complete octree of the unit cube: every node on levels < depth has 8 children, every leaf (on
 // level `depth`) per_leaf points, 8^depth * per_leaf points in all. The points are exactly
