@@ -1,0 +1,23 @@
+# SPDX-License-Identifier: Apache-2.0
+# Runs COMMAND (a ;-list) and requires: a non-zero exit, output matching PATTERN, exactly LINES lines
+# matching it when LINES is set, and an end within SECONDS (the hang this guards against).
+string(TIMESTAMP start "%s")
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${SECONDS})
+string(TIMESTAMP stop "%s")
+math(EXPR took "${stop} - ${start}")
+set(all "${out}${err}")
+message("exit ${rc} after ${took} s; output:\n${all}")
+if(rc STREQUAL "0")
+  message(FATAL_ERROR "expected a non-zero exit")
+endif()
+if(rc MATCHES "timeout")
+  message(FATAL_ERROR "did not stop within ${SECONDS} s")
+endif()
+string(REGEX MATCHALL "${PATTERN}" found "${all}")
+list(LENGTH found n)
+if(n EQUAL 0)
+  message(FATAL_ERROR "no line matches '${PATTERN}'")
+endif()
+if(DEFINED LINES AND NOT n EQUAL LINES)
+  message(FATAL_ERROR "${n} lines match '${PATTERN}', expected ${LINES}")
+endif()
