@@ -85,6 +85,8 @@ struct device_graph_options {
   device_graph_workspace* workspace = nullptr;  ///< reused scratch; nullptr: a temporary one
 };
 
+/// A forest's task graph in device memory (see the top of this file). Move-only; a moved-from
+/// graph is empty.
 class device_task_graph {
  public:
   /// An empty graph (no tasks).

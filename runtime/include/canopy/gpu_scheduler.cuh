@@ -89,8 +89,15 @@ struct queue_state {
   bool empty() const { return global_items == 0 && shared_items == 0 && list_empty; }
 };
 
+/// The GPU backend (see the top of this file). Move-only; one host thread at a time may be inside
+/// run() or run_async().
 class gpu_scheduler {
  public:
+  /// Uploads `graph` (a tree's parent array or a DAG's successor lists, the counts and the
+  /// sources) and allocates the queues, once for every run. Throws canopy::error: invalid_argument
+  /// for options outside their ranges or a private queue that does not fit in shared memory,
+  /// device_error when there is no CUDA device or it cannot launch cooperatively; cuda_error when
+  /// a CUDA call fails.
   gpu_scheduler(const task_graph& graph, const scheduler_options& options);
   /// A tree whose graph was built on the device (device_task_graph): its arrays are copied device
   /// to device on `stream`, with no host copy of the tree. Throws canopy::error for a graph with
@@ -101,7 +108,7 @@ class gpu_scheduler {
   gpu_scheduler(gpu_scheduler&&) noexcept = default;
   gpu_scheduler& operator=(gpu_scheduler&&) noexcept = default;
 
-  /// One run: run_async, then a stream synchronisation and status(). A run that cannot be
+  /// One run: run_async, then a stream synchronisation and last_result(). A run that cannot be
   /// enqueued returns its error as the result (never throws for it); so does a call while another
   /// host thread is inside run() or run_async() of this scheduler (invalid_argument).
   template <class Ops>
@@ -148,14 +155,18 @@ class gpu_scheduler {
   template <class Ops>
   int max_blocks(canopy::mode m) const;
 
+  /// The options the next run uses (the constructor's, as changed by the setters below).
   const scheduler_options& options() const { return options_; }
-  /// Throw canopy::error(status::invalid_argument) for a value outside the tables.
+  /// The mode and the push policy of the next runs. Throw canopy::error(status::invalid_argument)
+  /// for a value outside the tables.
   void set_mode(canopy::mode m);
   void set_push_policy(push_policy p);
+  /// Whether the next runs launch through cached CUDA graphs (scheduler_options::graph_launch).
   void set_graph_launch(bool on) { options_.graph_launch = on; }
   /// Launch graphs cached so far, and updates of their parameters (see detail::graph_launcher).
   std::size_t cached_launches() const { return launcher_.size(); }
   std::size_t launch_updates() const { return launcher_.updates(); }
+  /// The device's multiprocessors.
   int sm_count() const { return sm_count_; }
   /// The grid of the last launch.
   int last_grid() const { return last_grid_; }
