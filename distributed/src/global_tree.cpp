@@ -68,10 +68,27 @@ trees::box global_cube(const mpi_context& ctx, exchange& ex, std::span<const tre
 global_tree build_global_tree(const mpi_context& ctx, exchange& ex, const trees::box& cube,
                               std::span<const std::uint64_t> sorted_codes, const decomposition_options& options) {
   if (ex.space() != memory_space::host) throw std::logic_error("build_global_tree: needs an exchange on host memory");
+  const std::uint64_t total = ctx.sum(sorted_codes.size());
+  const octant_counter count = [&](std::span<const std::uint64_t> bounds) {
+    std::vector<std::uint64_t> counts(bounds.size() / 9 * 8);
+    for (std::size_t k = 0; 9 * k < bounds.size(); ++k) {
+      auto from = std::lower_bound(sorted_codes.begin(), sorted_codes.end(), bounds[9 * k]);
+      for (std::size_t octant = 0; octant < 8; ++octant) {
+        const auto to = std::lower_bound(from, sorted_codes.end(), bounds[9 * k + 1 + octant]);
+        counts[8 * k + octant] = static_cast<std::uint64_t>(to - from);
+        from = to;
+      }
+    }
+    ex.all_reduce(counts.data(), counts.size(), element_type::u64, reduce_op::sum);
+    return counts;
+  };
+  return build_global_tree(ctx, cube, total, count, options);
+}
+
+global_tree build_global_tree(const mpi_context& ctx, const trees::box& cube, std::uint64_t total,
+                              const octant_counter& count_octants, const decomposition_options& options) {
   global_tree t;
   t.cube = cube;
-  std::uint64_t total = sorted_codes.size();
-  ex.all_reduce(&total, 1, element_type::u64, reduce_op::sum);
   const std::uint64_t ranks = static_cast<std::uint64_t>(ctx.size());
   const std::uint64_t max_leaf = static_cast<std::uint64_t>(options.max_leaf);
   const std::uint64_t bucket = options.bucket != 0 ? options.bucket : std::max(max_leaf, total / (64 * ranks));
@@ -83,7 +100,7 @@ global_tree build_global_tree(const mpi_context& ctx, exchange& ex, const trees:
   t.child_count = {0};
   t.count = {total};
   t.level_offset = {0, 1};
-  std::vector<std::uint64_t> counts;
+  std::vector<std::uint64_t> counts, bounds;
   std::vector<std::int32_t> splitting;
   for (int level = 0; level < options.max_depth; ++level) {
     const auto begin = static_cast<std::size_t>(t.level_offset[static_cast<std::size_t>(level)]);
@@ -93,17 +110,14 @@ global_tree build_global_tree(const mpi_context& ctx, exchange& ex, const trees:
       if (t.count[n] > bucket) splitting.push_back(static_cast<std::int32_t>(n));
     }
     if (splitting.empty()) break;  // the same on every rank: the counts are global
-    counts.assign(8 * splitting.size(), 0);
-    for (std::size_t k = 0; k < splitting.size(); ++k) {
-      const std::uint64_t p = t.prefix[static_cast<std::size_t>(splitting[k])];
-      auto from = std::lower_bound(sorted_codes.begin(), sorted_codes.end(), cell_key_begin(level, p));
-      for (unsigned octant = 0; octant < 8; ++octant) {
-        const auto to = std::lower_bound(from, sorted_codes.end(), cell_key_end(level + 1, p << 3 | octant));
-        counts[8 * k + octant] = static_cast<std::uint64_t>(to - from);
-        from = to;
-      }
+    bounds.clear();
+    for (const std::int32_t n : splitting) {
+      const std::uint64_t p = t.prefix[static_cast<std::size_t>(n)];
+      bounds.push_back(cell_key_begin(level, p));
+      for (unsigned octant = 0; octant < 8; ++octant) bounds.push_back(cell_key_end(level + 1, p << 3 | octant));
     }
-    ex.all_reduce(counts.data(), counts.size(), element_type::u64, reduce_op::sum);
+    counts = count_octants(bounds);
+    if (counts.size() != 8 * splitting.size()) throw std::logic_error("build_global_tree: the counter gave too few counts");
     for (std::size_t k = 0; k < splitting.size(); ++k) {
       const auto n = static_cast<std::size_t>(splitting[k]);
       t.first_child[n] = t.node_count();
@@ -165,6 +179,18 @@ void assign_ranks(global_tree& t, int ranks, const decomposition_options& option
   }
 }
 
+void check_exchange_counts(std::span<const std::size_t> send, std::span<const std::size_t> recv) {
+  constexpr std::size_t limit = 0x7fffffff;  // MPI's int counts, the builders' int32 indices
+  std::size_t total = 0;
+  for (std::size_t r = 0; r < send.size(); ++r) {
+    if (send[r] > limit || recv[r] > limit) {
+      throw std::length_error("more than 2^31 - 1 points to or from rank " + std::to_string(r));
+    }
+    total += recv[r];
+  }
+  if (total > limit) throw std::length_error(std::to_string(total) + " points would land on this rank (at most 2^31 - 1)");
+}
+
 std::vector<trees::point> migrate(const mpi_context& ctx, exchange& ex, const global_tree& tree,
                                   std::span<const trees::point> points, std::span<const std::uint64_t> codes) {
   const auto ranks = static_cast<std::size_t>(ctx.size());
@@ -178,6 +204,7 @@ std::vector<trees::point> migrate(const mpi_context& ctx, exchange& ex, const gl
   }
   const std::vector<std::uint64_t> recv64 = ctx.all_to_all(send64);
   std::vector<std::size_t> recv(recv64.begin(), recv64.end());
+  ctx.phase("migrate", [&] { check_exchange_counts(send, recv); });
   std::vector<trees::point> mine(std::accumulate(recv.begin(), recv.end(), std::size_t{0}));
   all_to_all_v(ex, points.data(), send, mine.data(), recv);
   return mine;

@@ -70,10 +70,26 @@ trees::box global_cube(const mpi_context& ctx, exchange& ex, std::span<const tre
 global_tree build_global_tree(const mpi_context& ctx, exchange& ex, const trees::box& cube,
                               std::span<const std::uint64_t> sorted_codes, const decomposition_options& options);
 
+// The counting step of the global tree, wherever the codes live: for k cells given by 9 keys each
+// (the cell's first code, then the first code past each of its 8 octants), the points of each
+// octant summed over all ranks (8k values). Collective.
+using octant_counter = std::function<std::vector<std::uint64_t>(std::span<const std::uint64_t> bounds)>;
+
+// build_global_tree over any counter (the GPU path counts on the device and reduces with NCCL).
+// `total`: the points of all ranks.
+global_tree build_global_tree(const mpi_context& ctx, const trees::box& cube, std::uint64_t total,
+                              const octant_counter& count_octants, const decomposition_options& options);
+
+
+
 // Cuts the leaves into `ranks` contiguous runs of about equal weight (options.leaf_weight, else
 // counts): a leaf goes to the rank in whose share of the total its weight's midpoint falls. Sets
 // leaf_begin and key_begin. Local, deterministic: every rank computes the same cut.
 void assign_ranks(global_tree& tree, int ranks, const decomposition_options& options);
+
+// Throws std::length_error when a migration would move more than 2^31 - 1 points between two
+// ranks or leave more than that on this one (call it inside mpi_context::phase, before the exchange).
+void check_exchange_counts(std::span<const std::size_t> send, std::span<const std::size_t> recv);
 
 // Moves every point to the rank that owns its code (all-to-all-v). `points` and `codes` are this
 // rank's, sorted by code. Returns this rank's points after the exchange (unsorted: concatenated by
