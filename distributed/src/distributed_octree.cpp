@@ -119,6 +119,27 @@ distributed_octree build_distributed_octree(const mpi_context& ctx, exchange& ex
   return d;
 }
 
+std::vector<trees::multipole<float>> combine_top_tree(const global_tree& top,
+                                                      std::span<const trees::multipole<float>> leaves) {
+  if (leaves.size() != top.leaves.size()) throw std::invalid_argument("combine_top_tree: one payload per global leaf");
+  std::vector<trees::multipole<float>> m(static_cast<std::size_t>(top.node_count()), trees::multipole_identity<float>());
+  for (std::size_t i = 0; i < top.leaves.size(); ++i) m[static_cast<std::size_t>(top.leaves[i])] = leaves[i];
+  // Bottom-up by levels, children merged in order, as the passes do.
+  for (auto level = static_cast<std::ptrdiff_t>(top.level_offset.size()) - 2; level >= 0; --level) {
+    for (std::int32_t n = top.level_offset[static_cast<std::size_t>(level)];
+         n < top.level_offset[static_cast<std::size_t>(level) + 1]; ++n) {
+      const auto k = static_cast<std::size_t>(n);
+      if (top.child_count[k] == 0) continue;
+      trees::multipole<float> acc = m[static_cast<std::size_t>(top.first_child[k])];
+      for (std::int32_t c = 1; c < top.child_count[k]; ++c) {
+        acc = trees::m2m_merge(acc, m[static_cast<std::size_t>(top.first_child[k] + c)]);
+      }
+      m[k] = acc;
+    }
+  }
+  return m;
+}
+
 distributed_moments distributed_upward_pass(const mpi_context& ctx, exchange& ex, const distributed_octree& tree,
                                             const trees::upward_options& options, phase_times* times) {
   require_host(ex, "distributed_upward_pass");
@@ -153,21 +174,7 @@ distributed_moments distributed_upward_pass(const mpi_context& ctx, exchange& ex
   ex.synchronize();
   pt.exchange = clock.lap();
 
-  // The top tree, bottom-up by levels, children merged in order as the passes do.
-  m.top.assign(static_cast<std::size_t>(top.node_count()), trees::multipole_identity<float>());
-  for (std::size_t i = 0; i < top.leaves.size(); ++i) m.top[static_cast<std::size_t>(top.leaves[i])] = leaves[i];
-  for (auto level = static_cast<std::ptrdiff_t>(top.level_offset.size()) - 2; level >= 0; --level) {
-    for (std::int32_t n = top.level_offset[static_cast<std::size_t>(level)];
-         n < top.level_offset[static_cast<std::size_t>(level) + 1]; ++n) {
-      const auto k = static_cast<std::size_t>(n);
-      if (top.child_count[k] == 0) continue;
-      trees::multipole<float> acc = m.top[static_cast<std::size_t>(top.first_child[k])];
-      for (std::int32_t c = 1; c < top.child_count[k]; ++c) {
-        acc = trees::m2m_merge(acc, m.top[static_cast<std::size_t>(top.first_child[k] + c)]);
-      }
-      m.top[k] = acc;
-    }
-  }
+  m.top = combine_top_tree(top, leaves);
   pt.top = clock.lap();
   return m;
 }

@@ -61,6 +61,11 @@ struct distributed_moments {
 distributed_moments distributed_upward_pass(const mpi_context& ctx, exchange& ex, const distributed_octree& tree,
                                             const trees::upward_options& options, phase_times* times = nullptr);
 
+// The payloads of the global tree's nodes from those of its leaves (in Morton order, as the
+// all-gather delivers them): leaves copied, each parent the merge of its children in order.
+std::vector<trees::multipole<float>> combine_top_tree(const global_tree& top,
+                                                      std::span<const trees::multipole<float>> leaves);
+
 // Every node of the global octree this rank holds: the nodes of the global tree when
 // `with_top` (they are the same on every rank: pass it on one), then the strict descendants of
 // its branch nodes. f(level, prefix, payload).

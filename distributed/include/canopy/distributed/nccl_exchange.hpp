@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+// The exchange over NCCL on device memory (built with CUDA when NCCL is found:
+// CANOPY_DISTRIBUTED_HAVE_NCCL). One rank per GPU; the communicator is bootstrapped through MPI
+// (rank 0's ncclUniqueId broadcast). Collectives are enqueued on the exchange's stream;
+// synchronize() waits for them while polling NCCL's asynchronous error and a deadline, and aborts
+// the communicator (ncclCommAbort) on either, so a failed or vanished peer ends in an exception on
+// this rank, never in a hang. CUDA-aware MPI is not needed.
+//
+//   canopy::distributed::nccl_exchange ex(ctx, /*device*/ local_rank, stream);
+//   ex.all_reduce(d_counts, n, element_type::u64, reduce_op::sum);
+//   ex.synchronize();
+#pragma once
+
+#include <canopy/distributed/exchange.hpp>
+#include <canopy/distributed/mpi_context.hpp>
+
+#include <chrono>
+
+struct CUstream_st;  // cudaStream_t, without the CUDA headers
+struct ncclComm;     // ncclComm_t, without nccl.h
+
+namespace canopy::distributed {
+
+class nccl_exchange final : public exchange {
+ public:
+  // Collective over ctx's ranks. Selects `device` (cudaSetDevice) on this thread. `timeout`: the
+  // longest synchronize() waits before it aborts the communicator.
+  nccl_exchange(const mpi_context& ctx, int device, CUstream_st* stream = nullptr,
+                std::chrono::milliseconds timeout = std::chrono::seconds(120));
+  ~nccl_exchange() override;
+  nccl_exchange(const nccl_exchange&) = delete;
+  nccl_exchange& operator=(const nccl_exchange&) = delete;
+
+  memory_space space() const noexcept override { return memory_space::device; }
+  std::string_view name() const noexcept override { return "nccl"; }
+  void all_reduce(void* data, std::size_t count, element_type type, reduce_op op) override;
+  // Grouped ncclBroadcast, one per rank with a non-empty part (NCCL has no all-gather-v).
+  void all_gather_v(const void* send, void* recv, std::span<const std::size_t> recv_counts,
+                    std::size_t element_bytes) override;
+  // Grouped ncclSend/ncclRecv with every peer that has data; this rank's own part by a device copy.
+  void all_to_all_v(const void* send, std::span<const std::size_t> send_counts, void* recv,
+                    std::span<const std::size_t> recv_counts, std::size_t element_bytes) override;
+  void synchronize() override;
+
+  // Ends the communicator at once (ncclCommAbort): pending and later collectives fail. For a rank
+  // that learned (through mpi_context::agree) that another rank failed.
+  void abort() noexcept;
+  CUstream_st* stream() const noexcept { return stream_; }
+  int device() const noexcept { return device_; }
+
+ private:
+  void check(int result, const char* what);
+  ncclComm* comm_ = nullptr;
+  CUstream_st* stream_ = nullptr;
+  int device_ = 0;
+  int rank_ = 0;
+  int size_ = 1;
+  std::chrono::milliseconds timeout_;
+  bool aborted_ = false;
+};
+
+}  // namespace canopy::distributed
