@@ -208,8 +208,9 @@ bool validate(const cd::mpi_context& ctx, const cd::global_tree& top, const ct::
 }  // namespace
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  // MPI_THREAD_SINGLE: the watchdog then ends a stuck rank with _Exit and mpiexec ends the others
+  // (MPI_THREAD_MULTIPLE would let it call MPI_Abort, but costs every MPI call a lock).
+  MPI_Init(&argc, &argv);
   int status = 0;
   {
     const cd::mpi_context ctx(MPI_COMM_WORLD);

@@ -6,6 +6,7 @@
 //     nan:   RANK holds a point with a NaN coordinate (bad input, caught by the agreement)
 //     throw: RANK throws in the middle of the local pass (caught by the agreement)
 //     stall: RANK stops answering before a collective (the watchdog ends every rank)
+//     kill:  RANK is killed (SIGKILL) before a collective (mpiexec ends every rank, naming it)
 #include <canopy/distributed/distributed_octree.hpp>
 #include <canopy/distributed/mpi_exchange.hpp>
 #include <canopy/distributed/watchdog.hpp>
@@ -14,6 +15,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -25,8 +27,9 @@ namespace cd = canopy::distributed;
 namespace ct = canopy::trees;
 
 int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  // MPI_THREAD_SINGLE: the watchdog then ends a stuck rank with _Exit and mpiexec ends the others
+  // (MPI_THREAD_MULTIPLE would let it call MPI_Abort, but costs every MPI call a lock).
+  MPI_Init(&argc, &argv);
   const std::string mode = argc > 1 ? argv[1] : "";
   const int failing = argc > 2 ? std::atoi(argv[2]) : 0;
   int status = 0;
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
     try {
       dog.enter("build");
       if (mode == "stall" && ctx.rank() == failing) std::this_thread::sleep_for(std::chrono::hours(1));
+      if (mode == "kill" && ctx.rank() == failing) std::raise(SIGKILL);
       const cd::distributed_octree tree = cd::build_distributed_octree(ctx, ex, mine, {});
       dog.enter("upward pass");
       ct::upward_options pass;
