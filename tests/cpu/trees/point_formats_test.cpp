@@ -455,7 +455,7 @@ TEST(PointFormatsNpy, RejectsBadHeadersAndData) {
   reject(npy_image(3, "<f4", false, 3, 4, v), {"row 2", "negative mass"});
   v = columns(4);
   v[4] = 1e300;  // finite double, no float: out of float32 range
-  reject(npy_image(1, "<f8", false, 3, 4, v), {"row 1", "non-finite coordinate x"});
+  reject(npy_image(1, "<f8", false, 3, 4, v), {"row 1", "coordinate x = 1.0000000000000001e+300 is beyond float32's range"});
 }
 
 // ------------------------------------------------------------------ detection and files ---------

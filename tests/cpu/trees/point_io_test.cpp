@@ -240,6 +240,21 @@ TEST(PointIoCsv, RejectsOutOfRange) {
   expect_throw<input_error>([&] { read_points(dir / "big.csv"); }, {"big.csv", "line 2", "out of float32 range"});
 }
 
+// One rule for float's range in every reader: a value below float32's smallest rounds (to a
+// denormal or 0), as a float64 .npy's 1e-300 always did; the CSV reader used to refuse 1e-50.
+TEST(PointIoCsv, TinyValuesRoundLikeEveryOtherReader) {
+  temp_dir dir;
+  write_bytes(dir / "tiny.csv", "x,y,z,m\n1e-50,-1e-60,1e-400,1e-45\n+1e-46,0.5,0.5,1\n");
+  const auto p = read_points(dir / "tiny.csv");
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].x, 0.0f);
+  EXPECT_EQ(p[0].y, 0.0f);
+  EXPECT_TRUE(std::signbit(p[0].y));
+  EXPECT_EQ(p[0].z, 0.0f);
+  EXPECT_EQ(p[0].m, std::numeric_limits<float>::denorm_min());
+  EXPECT_EQ(p[1].x, 0.0f);
+}
+
 TEST(PointIoCsv, RejectsNaNAndInfinity) {
   temp_dir dir;
   write_bytes(dir / "nan.csv", "x,y,z,m\n1,2,3,4\n1,2,nan,4\n");

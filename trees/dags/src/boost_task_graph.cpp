@@ -30,7 +30,9 @@ using edge = boost_task_graph::edge_descriptor;
 
 std::string list(const std::vector<std::size_t>& vs, const char* separator) {
   std::string s;
-  for (std::size_t i = 0; i < vs.size(); ++i) s += (i ? separator : "") + std::to_string(vs[i]);
+  // At most 16 (a 100,000-node cycle is one line of a message, not megabytes).
+  for (std::size_t i = 0; i < vs.size() && i < 16; ++i) s += (i ? separator : "") + std::to_string(vs[i]);
+  if (vs.size() > 16) s += std::string(separator) + "... (" + std::to_string(vs.size()) + ")";
   return s;
 }
 

@@ -47,14 +47,25 @@ std::int64_t parse_weight(const std::string& text, const std::string& node, cons
   const char* end = text.data() + text.size();
   const auto [at, ec] = std::from_chars(text.data(), end, value);
   if (ec != std::errc{} || at != end)
-    throw input_error(source, "node '" + node + "': weight '" + text + "' is not a 64-bit integer");
+    throw input_error(source, "node " + quoted_bytes(node) + ": weight " + quoted_bytes(text) + " is not a 64-bit integer");
   return value;
 }
 
+// A DOT name in a message: as written when it is a plain word, else quoted and escaped (errors.hpp).
+std::string label(const std::string& name) {
+  const bool plain = !name.empty() && name.size() <= 40 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+  });
+  return plain ? name : quoted_bytes(name);
+}
+
+// At most 16 names of the cycle: a 100,000-node cycle made one 889 kB line.
 std::string cycle_text(const std::vector<std::size_t>& cycle, const std::vector<std::string>& names) {
+  constexpr std::size_t shown = 16;
   std::string s;
-  for (const std::size_t t : cycle) s += names[t] + " -> ";
-  return s + names[cycle.front()];
+  for (std::size_t i = 0; i < cycle.size() && i < shown; ++i) s += label(names[cycle[i]]) + " -> ";
+  if (cycle.size() > shown) return s + "... (" + std::to_string(cycle.size()) + " tasks) -> " + label(names[cycle.front()]);
+  return s + label(names[cycle.front()]);
 }
 
 // Boost's DOT parser descends recursively into every `{` (subgraphs) and `[` (attribute lists):
@@ -135,8 +146,8 @@ dot_dag parse_dag_dot(std::string_view text, const std::string& source) {
   std::vector<std::pair<task_id, task_id>> sorted = edges;
   std::sort(sorted.begin(), sorted.end());
   if (const auto dup = std::adjacent_find(sorted.begin(), sorted.end()); dup != sorted.end())
-    throw input_error(source, "duplicate edge " + out.names[static_cast<std::size_t>(dup->first)] + " -> " +
-                                  out.names[static_cast<std::size_t>(dup->second)]);
+    throw input_error(source, "duplicate edge " + label(out.names[static_cast<std::size_t>(dup->first)]) + " -> " +
+                                  label(out.names[static_cast<std::size_t>(dup->second)]));
   out.graph = canopy::task_graph::from_edges(static_cast<std::int32_t>(n), edges);
   return out;
 }

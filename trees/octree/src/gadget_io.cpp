@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <cstring>
 #include <optional>
@@ -175,9 +176,12 @@ class gadget_reader {
       mass_[t] = detail::load<double>(h + 24 + 8 * t, big_);
       if (npart_[t] < 0) throw input_error(file_, "header: npart[" + std::to_string(t) + "] = " + std::to_string(npart_[t]) + " is negative");
       if (!std::isfinite(mass_[t]) || mass_[t] < 0.0) {
-        throw input_error(file_, "header: mass[" + std::to_string(t) + "] = " + std::to_string(mass_[t]) +
-                                     " is not a finite non-negative mass");
+        char value[32];
+        std::snprintf(value, sizeof value, "%.17g", mass_[t]);
+        throw input_error(file_, "header: mass[" + std::to_string(t) + "] = " + value + " is not a finite non-negative mass");
       }
+      if (std::string problem = detail::narrowing_problem(mass_[t], 3); !problem.empty())
+        throw input_error(file_, "header: mass[" + std::to_string(t) + "]: " + problem);
       total_ += npart_[t];
       if (selected(t)) selected_ += static_cast<std::size_t>(npart_[t]);
       if (mass_[t] == 0.0) mass_particles_ += npart_[t];
@@ -237,6 +241,8 @@ class gadget_reader {
     }
     for_each_value(bytes, 3, [](int) { return true; },
                    [&](int t, std::size_t i, int axis, double v) {
+                     if (std::string problem = detail::narrowing_problem(v, axis); !problem.empty())
+                       throw input_error(file_, "type " + std::to_string(t) + " particle " + std::to_string(i) + ": " + problem);
                      point& p = points[out_offset_[t] + i];
                      (axis == 0 ? p.x : axis == 1 ? p.y : p.z) = static_cast<float>(v);
                    },
@@ -252,7 +258,11 @@ class gadget_reader {
                                    " (float64): one mass per particle of the types whose header mass is 0");
     }
     for_each_value(bytes, 1, [&](int t) { return mass_[t] == 0.0 && npart_[t] > 0; },
-                   [&](int t, std::size_t i, int, double v) { points[out_offset_[t] + i].m = static_cast<float>(v); },
+                   [&](int t, std::size_t i, int, double v) {
+                     if (std::string problem = detail::narrowing_problem(v, 3); !problem.empty())
+                       throw input_error(file_, "type " + std::to_string(t) + " particle " + std::to_string(i) + ": " + problem);
+                     points[out_offset_[t] + i].m = static_cast<float>(v);
+                   },
                    "MASS");
   }
 

@@ -68,7 +68,7 @@ class dict_parser {
         if (seen[2]) fail("'shape' appears twice");
         seen[2] = true;
       } else {
-        fail("unexpected key '" + key + "'");
+        fail("unexpected key " + quoted_bytes(key));
       }
       skip_space();
       if (peek() == ',') {
@@ -167,7 +167,7 @@ std::vector<point> read_npy(detail::byte_stream& in) {
   std::size_t item = 0;
   if (h.descr == "<f4" || h.descr == ">f4") item = 4;
   if (h.descr == "<f8" || h.descr == ">f8") item = 8;
-  if (item == 0) throw input_error(file, "dtype '" + h.descr + "' is not supported (only <f4 >f4 <f8 >f8)");
+  if (item == 0) throw input_error(file, "dtype " + quoted_bytes(h.descr) + " is not supported (only <f4 >f4 <f8 >f8)");
   big = h.descr[0] == '>';
   if (h.shape.size() != 2 || (h.shape[1] != 3 && h.shape[1] != 4)) {
     std::string shape = "(";
@@ -202,7 +202,15 @@ std::vector<point> read_npy(detail::byte_stream& in) {
       const std::uint64_t row = h.fortran_order ? index % n : index / cols;
       const std::uint64_t col = h.fortran_order ? index / n : index % cols;
       const unsigned char* v = chunk.data() + j * item;
-      const float f = item == 4 ? detail::load<float>(v, big) : static_cast<float>(detail::load<double>(v, big));
+      float f = 0.0f;
+      if (item == 4) {
+        f = detail::load<float>(v, big);
+      } else {
+        const double d = detail::load<double>(v, big);
+        f = static_cast<float>(d);
+        if (std::string problem = detail::narrowing_problem(d, static_cast<int>(col)); !problem.empty())
+          throw input_error(file, "row " + std::to_string(row) + ": " + problem);
+      }
       point& p = points[static_cast<std::size_t>(row)];
       (col == 0 ? p.x : col == 1 ? p.y : col == 2 ? p.z : p.m) = f;
     }

@@ -7,6 +7,7 @@
 #include "byte_stream.hpp"
 #include "point_checks.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -19,6 +20,15 @@
 namespace canopy::trees {
 
 namespace {
+
+// An element's name in a message: as it is when it is a plain word, else quoted (errors.hpp), so
+// that a name with control bytes or a huge one cannot garble the one-line message.
+std::string label(std::string_view name) {
+  const bool plain = !name.empty() && name.size() <= 40 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+  return plain ? std::string(name) : quoted_bytes(name);
+}
 
 enum class encoding { ascii, little, big };
 
@@ -89,7 +99,7 @@ class ply_reader {
           if (p.count_type != nullptr) {
             const double n = value(*p.count_type, e, i, p);
             if (n < 0 || n != std::floor(n)) {
-              throw input_error(file_, e.name + " " + std::to_string(i) + ": list '" + p.name + "' has length " + std::to_string(n));
+              throw input_error(file_, label(e.name) + " " + std::to_string(i) + ": list " + quoted_bytes(p.name) + " has length " + std::to_string(n));
             }
             for (std::uint64_t j = 0; j < static_cast<std::uint64_t>(n); ++j) (void)value(*p.type, e, i, p);
           } else {
@@ -97,6 +107,12 @@ class ply_reader {
           }
         }
         if (vertex) {
+          const std::optional<std::size_t> fields[4] = {x_, y_, z_, mass_};
+          for (int f = 0; f < 4; ++f) {
+            if (!fields[f]) continue;
+            if (std::string problem = detail::narrowing_problem(values[*fields[f]], f); !problem.empty())
+              throw input_error(file_, "vertex " + std::to_string(i) + ": " + problem);
+          }
           const point pt{static_cast<float>(values[x_]), static_cast<float>(values[y_]), static_cast<float>(values[z_]),
                          mass_ ? static_cast<float>(values[*mass_]) : 1.0f};
           if (std::string problem = detail::point_problem(pt); !problem.empty()) {
@@ -136,7 +152,7 @@ class ply_reader {
     for (const scalar_type& t : scalar_types) {
       if (name == t.name || name == t.alias) return &t;
     }
-    throw input_error(file_, "header line " + std::to_string(line) + ": unknown property type '" + std::string(name) + "'");
+    throw input_error(file_, "header line " + std::to_string(line) + ": unknown property type " + quoted_bytes(name));
   }
 
   void read_header() {
@@ -158,7 +174,7 @@ class ply_reader {
         if (w[1] == "ascii") enc_ = encoding::ascii;
         else if (w[1] == "binary_little_endian") enc_ = encoding::little;
         else if (w[1] == "binary_big_endian") enc_ = encoding::big;
-        else throw input_error(file_, where + ": unknown encoding '" + std::string(w[1]) + "'");
+        else throw input_error(file_, where + ": unknown encoding " + quoted_bytes(w[1]));
         have_format = true;
       } else if (w[0] == "element") {
         if (w.size() != 3) throw input_error(file_, where + ": expected \"element NAME COUNT\"");
@@ -166,7 +182,7 @@ class ply_reader {
         e.name = std::string(w[1]);
         const auto [end, ec] = std::from_chars(w[2].data(), w[2].data() + w[2].size(), e.count);
         if (ec != std::errc{} || end != w[2].data() + w[2].size()) {
-          throw input_error(file_, where + ": element count '" + std::string(w[2]) + "' is not a non-negative integer");
+          throw input_error(file_, where + ": element count " + quoted_bytes(w[2]) + " is not a non-negative integer");
         }
         elements_.push_back(std::move(e));
       } else if (w[0] == "property") {
@@ -185,7 +201,7 @@ class ply_reader {
         }
         elements_.back().properties.push_back(std::move(p));
       } else {
-        throw input_error(file_, where + ": unknown keyword '" + std::string(w[0]) + "'");
+        throw input_error(file_, where + ": unknown keyword " + quoted_bytes(w[0]));
       }
     }
     if (!have_format) throw input_error(file_, "no format line in the header");
@@ -202,8 +218,8 @@ class ply_reader {
       std::optional<std::size_t>* slot = p.name == "x" ? &idx[0] : p.name == "y" ? &idx[1] : p.name == "z" ? &idx[2]
                                         : p.name == "mass" ? &mass_ : p.name == "weight" ? &weight : nullptr;
       if (slot == nullptr) continue;
-      if (p.count_type != nullptr) throw input_error(file_, "vertex property '" + p.name + "' is a list, not a number");
-      if (slot->has_value()) throw input_error(file_, "vertex property '" + p.name + "' appears twice");
+      if (p.count_type != nullptr) throw input_error(file_, "vertex property " + quoted_bytes(p.name) + " is a list, not a number");
+      if (slot->has_value()) throw input_error(file_, "vertex property " + quoted_bytes(p.name) + " appears twice");
       *slot = k;
     }
     for (int a = 0; a < 3; ++a) {
@@ -219,8 +235,8 @@ class ply_reader {
     if (enc_ == encoding::ascii) return ascii_value(t, e, i, p);
     unsigned char b[8];
     if (!in_.read(b, t.bytes)) {
-      throw input_error(file_, "truncated data: the file ends in " + e.name + " " + std::to_string(i) + " of " +
-                                   std::to_string(e.count) + " (property '" + p.name + "')");
+      throw input_error(file_, "truncated data: the file ends in " + label(e.name) + " " + std::to_string(i) + " of " +
+                                   std::to_string(e.count) + " (property " + quoted_bytes(p.name) + ")");
     }
     const bool big = enc_ == encoding::big;
     if (t.is_float) return t.bytes == 4 ? detail::load<float>(b, big) : detail::load<double>(b, big);
@@ -241,30 +257,30 @@ class ply_reader {
       else too_long = true;
       c = in_.get();
     }
-    const std::string where = e.name + " " + std::to_string(i) + " property '" + p.name + "'";
-    if (too_long) throw input_error(file_, where + ": a number longer than 64 characters ('" + token_ + "...')");
+    const std::string where = label(e.name) + " " + std::to_string(i) + " property " + quoted_bytes(p.name);
+    if (too_long) throw input_error(file_, where + ": a number longer than 64 characters (" + quoted_bytes(token_) + "...)");
     // A number the file ends in, with no line end after it, may have been cut short ("1.2345"
     // cut to "1.23" still reads): every PLY writer ends its lines, so that is truncation too.
     if (token_.empty() || c == -1) {
-      throw input_error(file_, "truncated data: the file ends in " + e.name + " " + std::to_string(i) + " of " +
-                                   std::to_string(e.count) + " (property '" + p.name + "')");
+      throw input_error(file_, "truncated data: the file ends in " + label(e.name) + " " + std::to_string(i) + " of " +
+                                   std::to_string(e.count) + " (property " + quoted_bytes(p.name) + ")");
     }
     std::string_view s = token_;
     if (s.starts_with('+')) s.remove_prefix(1);
     double v = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (s.empty() || ec == std::errc::invalid_argument || end != s.data() + s.size()) {
-      throw input_error(file_, where + ": '" + token_ + "' is not a number");
+      throw input_error(file_, where + ": " + quoted_bytes(token_) + " is not a number");
     }
-    if (ec == std::errc::result_out_of_range) throw input_error(file_, where + ": '" + token_ + "' is out of range");
+    if (ec == std::errc::result_out_of_range) throw input_error(file_, where + ": " + quoted_bytes(token_) + " is out of range");
     if (!t.is_float) {
-      if (!std::isfinite(v) || v != std::floor(v)) throw input_error(file_, where + ": '" + token_ + "' is not an integer");
+      if (!std::isfinite(v) || v != std::floor(v)) throw input_error(file_, where + ": " + quoted_bytes(token_) + " is not an integer");
       // The declared type's range: a binary file could not hold anything else, and a list count
       // beyond it would otherwise be cast to an integer out of range.
       const double bits = 8.0 * static_cast<double>(t.bytes);
       const double lo = t.is_signed ? -std::exp2(bits - 1) : 0.0;
       const double hi = t.is_signed ? std::exp2(bits - 1) - 1 : std::exp2(bits) - 1;
-      if (v < lo || v > hi) throw input_error(file_, where + ": '" + token_ + "' is out of range for its integer type");
+      if (v < lo || v > hi) throw input_error(file_, where + ": " + quoted_bytes(token_) + " is out of range for its integer type");
     }
     return v;
   }

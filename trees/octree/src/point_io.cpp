@@ -13,6 +13,8 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -49,6 +51,15 @@ std::string point_problem(const point& p) {
   }
   if (p.m < 0.0f) return "negative mass m = " + describe(p.m);
   return {};
+}
+
+std::string narrowing_problem(double value, int field) {
+  static constexpr const char* names[] = {"x", "y", "z", "m"};
+  if (!std::isfinite(value) || std::isfinite(static_cast<float>(value))) return {};
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%s %s = %.17g is beyond float32's range (+-3.4028235e+38)",
+                field < 3 ? "coordinate" : "mass", names[field & 3], value);
+  return buf;
 }
 
 void validate_points(const std::string& source, std::span<const point> points, std::size_t first_index) {
@@ -166,11 +177,19 @@ class csv_reader {
       const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v[field]);
       if (digits.empty() || ec == std::errc::invalid_argument || end != digits.data() + digits.size()) {
         throw input_error(file_, "line " + std::to_string(line_number_) + ": field " + std::to_string(field + 1) +
-                                     " is not a number: '" + std::string(token) + "'");
+                                     " is not a number: " + quoted_bytes(token));
       }
       if (ec == std::errc::result_out_of_range) {
+        // Too small for float32: rounded to the nearest float (a denormal or 0), as the readers that
+        // narrow float64 (npy, PLY, Gadget) do; only a value beyond float32's largest is refused.
+        const double d = std::strtod(std::string(digits).c_str(), nullptr);
+        if (std::abs(d) < 1.0) {
+          v[field] = static_cast<float>(d);
+          rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+          continue;
+        }
         throw input_error(file_, "line " + std::to_string(line_number_) + ": field " + std::to_string(field + 1) +
-                                     " is out of float32 range: '" + std::string(token) + "'");
+                                     " is out of float32 range: " + quoted_bytes(token));
       }
       rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     }
@@ -230,7 +249,7 @@ tipsy_family parse_tipsy_family(std::string_view name) {
   for (tipsy_family f : {tipsy_family::all, tipsy_family::gas, tipsy_family::dark, tipsy_family::star}) {
     if (name == to_string(f)) return f;
   }
-  throw input_error("tipsy family", "'" + std::string(name) + "' is not gas, dark, star or all");
+  throw input_error("tipsy family", quoted_bytes(name) + " is not gas, dark, star or all");
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace canopy::trees {
@@ -24,6 +25,12 @@ class input_error : public std::runtime_error {
   std::string source_;
   std::string problem_;
 };
+
+// Bytes from a file or a user, quoted for an error message: '...' around them, a quote or backslash
+// escaped, any byte outside printable ASCII (newline, escape, NUL, UTF-8) as \xNN, and at most
+// `max_bytes` of the input shown, then "... (N bytes)". So an echoed field can neither split the
+// one-line message, reach the terminal as a control sequence, cut it at a NUL, nor make it long.
+std::string quoted_bytes(std::string_view bytes, std::size_t max_bytes = 40);
 
 // An octree that breaks one of the layout invariants of octree.hpp (thrown by check_invariants).
 // node() is the offending node, or -1 when the problem is not tied to one node.
