@@ -8,6 +8,7 @@
 #include <canopy/trees/point.hpp>
 #include <canopy/trees/reference.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -72,7 +73,27 @@ inline void check_accepted_points(std::span<const trees::point> points, std::uin
     CANOPY_FUZZ_CHECK(refused);
     return;
   }
-  const trees::octree tree = trees::build_octree(points, opt);  // may not throw: points are valid
+  // It also refuses points whose total mass x squared extent passes max_moment_magnitude (their float
+  // moments would overflow): allowed only where a generous upper bound of that product does too.
+  double mass = 0.0, magnitude = 0.0, lo[3] = {0, 0, 0}, hi[3] = {0, 0, 0};
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const double v[3] = {points[i].x, points[i].y, points[i].z};
+    mass += points[i].m;
+    for (int a = 0; a < 3; ++a) {
+      lo[a] = i == 0 ? v[a] : std::min(lo[a], v[a]);
+      hi[a] = i == 0 ? v[a] : std::max(hi[a], v[a]);
+      magnitude = std::max(magnitude, std::abs(v[a]));
+    }
+  }
+  const double extent = std::max({hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]});
+  const double reach = std::max(1.0, 8.0 * extent + 2.0 * magnitude + 1.0);  // >= the root edge + |corner|
+  trees::octree tree;
+  try {
+    tree = trees::build_octree(points, opt);
+  } catch (const trees::input_error&) {
+    CANOPY_FUZZ_CHECK(mass * reach * reach > trees::max_moment_magnitude);  // else: a bug
+    return;
+  }
   trees::check_invariants(tree);                                // throws invariant_error: a bug
   const auto payload = trees::reference_upward_pass(tree);
   CANOPY_FUZZ_CHECK(payload.size() == static_cast<std::size_t>(tree.node_count()));

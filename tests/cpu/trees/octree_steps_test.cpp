@@ -68,7 +68,7 @@ box original_bounding_cube(const double lo[3], const double hi[3]) {
 }
 
 bool original_rejected(const point& q) {
-  return !std::isfinite(q.x) || !std::isfinite(q.y) || !std::isfinite(q.z) || !std::isfinite(q.m) ||
+  return !std::isfinite(q.x) || !std::isfinite(q.y) || !std::isfinite(q.z) || !std::isfinite(q.m) || q.m < 0.0f ||
          std::abs(q.x) > max_coordinate_magnitude || std::abs(q.y) > max_coordinate_magnitude ||
          std::abs(q.z) > max_coordinate_magnitude;
 }

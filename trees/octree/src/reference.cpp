@@ -69,6 +69,11 @@ std::string comparison::summary() const {
                   q.within() ? "" : " EXCEEDED");
     return std::string(p);
   };
+  if (!bounds_meaningful) {
+    std::snprintf(buf, sizeof buf, "the mass bound %.3g exceeds %.3g: a leaf too large to check (NOT within tolerance)",
+                  mass.bound, max_meaningful_mass_bound);
+    return buf;
+  }
   std::snprintf(buf, sizeof buf, "counts %s, %s, %s, %s, %s: %s",
                 counts_match ? "ok" : ("differ from node " + std::to_string(first_count_mismatch)).c_str(),
                 part("mass", mass).c_str(), part("com", com).c_str(), part("m2", m2).c_str(), part("bbox", bbox).c_str(),
@@ -78,7 +83,7 @@ std::string comparison::summary() const {
 
 template <class T>
 comparison compare_payloads(const octree& tree, std::span<const multipole<T>> computed,
-                            std::span<const multipole<double>> reference) {
+                            std::span<const multipole<double>> reference, leaf_summation leaves) {
   const std::size_t nodes = static_cast<std::size_t>(tree.node_count());
   if (computed.size() != nodes || reference.size() != nodes) {
     throw std::invalid_argument("compare_payloads: " + std::to_string(computed.size()) + " computed and " +
@@ -89,7 +94,9 @@ comparison compare_payloads(const octree& tree, std::span<const multipole<T>> co
   const double u = static_cast<double>(std::numeric_limits<T>::epsilon()) / 2.0;
   std::int32_t largest_leaf = 0;
   for (const std::int32_t leaf : tree.leaves) largest_leaf = std::max(largest_leaf, tree.point_count[leaf]);
-  const double h = static_cast<double>(largest_leaf) + 7.0 * tree.depth + 8.0;
+  const std::int32_t leaf_terms =
+      leaves == leaf_summation::blocked ? std::min(largest_leaf, p2m_block) + 2 : largest_leaf;
+  const double h = static_cast<double>(leaf_terms) + 7.0 * tree.depth + 8.0;
 
   comparison c;
   c.mass.bound = 2.0 * h * u;
@@ -124,13 +131,14 @@ comparison compare_payloads(const octree& tree, std::span<const multipole<T>> co
     record(c.bbox, bbox_diff / edge, n);
     record(c.m2, want.mass > 0.0 ? m2_diff / (want.mass * scale * scale) : (m2_diff == 0.0 ? 0.0 : infinity), n);
   }
-  c.within_tolerance = c.counts_match && c.mass.within() && c.com.within() && c.m2.within() && c.bbox.within();
+  c.bounds_meaningful = c.mass.bound <= max_meaningful_mass_bound;
+  c.within_tolerance = c.bounds_meaningful && c.counts_match && c.mass.within() && c.com.within() && c.m2.within() && c.bbox.within();
   return c;
 }
 
 template comparison compare_payloads<float>(const octree&, std::span<const multipole<float>>,
-                                            std::span<const multipole<double>>);
+                                            std::span<const multipole<double>>, leaf_summation);
 template comparison compare_payloads<double>(const octree&, std::span<const multipole<double>>,
-                                             std::span<const multipole<double>>);
+                                             std::span<const multipole<double>>, leaf_summation);
 
 }  // namespace canopy::trees

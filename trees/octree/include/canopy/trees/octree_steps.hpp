@@ -70,12 +70,13 @@ CANOPY_HD constexpr double abs_value(double v) { return v < 0.0 ? -v : v; }
 // ---------------------------------------------------------------- points ----------------------
 
 // A point build_octree rejects: a coordinate outside [-2^50, 2^50] (NaN and infinities included)
-// or a mass that is NaN or infinite. One comparison pair per value; NaN fails every comparison.
+// or a mass that is negative, NaN or infinite (as the readers reject it). One comparison pair per
+// value; NaN fails every comparison.
 CANOPY_HD constexpr bool rejected_point(float x, float y, float z, float m) {
   constexpr double c = max_coordinate_magnitude;
   constexpr float largest_float = 0x1.fffffep127f;
   const bool coordinates_ok = x >= -c && x <= c && y >= -c && y <= c && z >= -c && z <= c;
-  const bool mass_ok = m >= -largest_float && m <= largest_float;
+  const bool mass_ok = m >= 0.0f && m <= largest_float;
   return !(coordinates_ok && mass_ok);
 }
 
