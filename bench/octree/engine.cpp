@@ -93,6 +93,8 @@ bench_engine::bench_engine(bench_options options, progress_fn progress)
   if (options_.reps < 1) throw std::invalid_argument("--reps must be at least 1");
   if (options_.warmup < 0) throw std::invalid_argument("--warmup must be at least 0");
   if (!(options_.budget_ms > 0)) throw std::invalid_argument("--budget-ms must be positive");
+  // The budget becomes a deadline in whole milliseconds (a 64-bit count): 1e19 overflowed it.
+  if (!(options_.budget_ms <= 1e12)) throw std::invalid_argument("--budget-ms must be at most 1e12");
   if (!progress_) progress_ = [](const std::string&) {};
 }
 

@@ -172,8 +172,12 @@ run_result cpu_scheduler::finish() {
   r.task = counters_->failed_task;
   if (r.code == status::timeout) {
     r.task = graph_.find_stuck_task(pending_);
-    r.message = "deadline of " + std::to_string(options_.deadline.count()) + " ms passed; task " +
-                std::to_string(r.task) + " never became ready";
+    r.message = "deadline of " + std::to_string(options_.deadline.count()) + " ms passed; ";
+    // A chain (every task one dependency) leaves no counter part-way: its next task was queued or
+    // running, and the counters cannot tell which. Say so rather than name task -1.
+    r.message += r.task != no_task ? "task " + std::to_string(r.task) + " never became ready"
+                                   : "unfinished tasks remain, none waiting on a partly finished set of dependencies "
+                                     "(the next was queued or running)";
   } else if (r.code == status::queue_overflow) {
     r.message = "global queue full (capacity " + std::to_string(capacity_.global) + ") while pushing task " +
                 std::to_string(r.task);

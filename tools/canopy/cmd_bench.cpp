@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "canopy/detail/check_options.hpp"
 #include "canopy/mode.hpp"
 #include "canopy/push_policy.hpp"
 #include "canopy/scheduler_options.hpp"
@@ -236,6 +237,10 @@ int run_bench(const bench_cli& o, const CLI::App& cmd) {
   bo.scheduler.threads_per_block = o.scheduler.threads_per_block;
   bo.scheduler.policy = o.scheduler.policy;
   bo.cpu_workers = backend == "cpu" && o.scheduler.blocks > 0 ? o.scheduler.blocks : o.cpu_workers;
+  // Refused here, as accumulate's scheduler refuses it (exit 2), not as a failed run of each mode.
+  if (bo.cpu_workers > canopy::detail::max_cpu_workers)
+    throw usage_error("--blocks", fmt::format("the cpu backend starts at most {} worker threads, not {}",
+                                              canopy::detail::max_cpu_workers, bo.cpu_workers));
   bo.inject_wrong_result = o.inject_wrong_result;
   bo.bucket_points = o.bucket_points;
 
@@ -313,12 +318,14 @@ command add_bench_command(CLI::App& app) {
   cmd->add_option("--budget-ms", o->budget_ms,
                   "time one mode may spend on one tree (validation, warm-up and timed runs); a mode over it is "
                   "reported as skipped (over budget) there and on every deeper tree")
-      ->check(CLI::PositiveNumber)
+      ->check(milliseconds_check("the budget", 0.0))
       ->capture_default_str();
   add_scheduler_options(*cmd, o->scheduler, option_blocks | option_threads | option_push_policy,
                         "gpu: blocks of the persistent kernel (0 = all co-resident); on --backend cpu: worker threads");
-  cmd->add_option("--cpu-workers", o->cpu_workers, "worker threads of the cpu backend (0 = one per core)")
-      ->check(CLI::NonNegativeNumber)
+  cmd->add_option("--cpu-workers", o->cpu_workers,
+                  fmt::format("worker threads of the cpu backend (0 = one per core; at most {})",
+                              canopy::detail::max_cpu_workers))
+      ->check(CLI::Range(0, canopy::detail::max_cpu_workers))
       ->capture_default_str();
   cmd->add_option("--bucket-points", o->bucket_points,
                   "MODE+bucket: the most points of one bucket task (0 = chosen by the tree's size)")

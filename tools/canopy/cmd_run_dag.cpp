@@ -45,8 +45,25 @@ struct run_dag_options {
   bool json = false;
 };
 
+// After a timeout that named no task (a chain leaves no dependency counter part-way): the first task
+// that had every predecessor's value but none of its own, from the values the run wrote (a task's
+// value is weight + 1 + its predecessors', 0 only until it runs, or by a wrap of 2^64 the caller
+// would have to aim for). -1 when every task has a value.
+canopy::task_id first_unfinished_ready_task(const canopy::task_graph& graph, std::span<const std::uint64_t> values) {
+  const auto offsets = graph.pred_offsets();
+  const auto preds = graph.predecessors();
+  for (canopy::task_id t = 0; t < graph.task_count(); ++t) {
+    if (values[static_cast<std::size_t>(t)] != 0) continue;
+    bool ready = true;
+    for (std::int32_t i = offsets[static_cast<std::size_t>(t)]; ready && i < offsets[static_cast<std::size_t>(t) + 1]; ++i)
+      ready = values[static_cast<std::size_t>(preds[static_cast<std::size_t>(i)])] != 0;
+    if (ready) return t;
+  }
+  return canopy::no_task;
+}
+
 dag_run run_dag_cpu(const canopy::task_graph& graph, std::span<const std::int64_t> weights,
-                    const canopy::scheduler_options& options) {
+                    std::span<const std::string> names, const canopy::scheduler_options& options) {
   canopy::cpu_scheduler sched(graph, options);
   dag_run out;
   out.values.assign(static_cast<std::size_t>(graph.task_count()), 0);
@@ -55,6 +72,13 @@ dag_run run_dag_cpu(const canopy::task_graph& graph, std::span<const std::int64_
   const auto start = std::chrono::steady_clock::now();
   const auto r = sched.run(ops);
   out.elapsed_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  if (r.code == canopy::status::timeout && r.task == canopy::no_task) {
+    // The timeout promises a task's name: the first that was ready and never finished.
+    if (const canopy::task_id t = first_unfinished_ready_task(graph, out.values); t != canopy::no_task)
+      throw std::runtime_error(fmt::format("cpu backend: timeout: deadline of {} ms passed; task {} had every "
+                                           "dependency done but never finished",
+                                           options.deadline.count(), names[static_cast<std::size_t>(t)]));
+  }
   throw_if_failed(r, "cpu");
   out.backend = "cpu";
   out.device = std::to_string(sched.worker_count()) + " CPU workers";
@@ -87,7 +111,7 @@ int run(const run_dag_options& o) {
   } else {
     const auto& options = o.scheduler;
     if (backend == "gpu" && !gpu_available()) throw std::runtime_error("gpu backend: no CUDA device is available (use --backend cpu)");
-    result = backend == "gpu" ? run_dag_gpu(graph, dag.weights, options) : run_dag_cpu(graph, dag.weights, options);
+    result = backend == "gpu" ? run_dag_gpu(graph, dag.weights, options) : run_dag_cpu(graph, dag.weights, dag.names, options);
     result.device += ", mode " + std::string(canopy::to_string(options.mode));
   }
 

@@ -4,11 +4,13 @@
 // Output contract: results on stdout; progress (one line per finished stage) and warnings on
 // stderr through spdlog; a failure prints exactly one line "canopy: error: <what>: <problem>" on
 // stderr (plus a --help hint for a bad command line) and exits with exit_code (common.hpp).
+#include <cerrno>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <new>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -44,6 +46,26 @@ std::string command_path(const CLI::App& app) {
   }
 }
 
+// The exit code of a failed file operation (README "Errors and exit codes"): the machine ran out of
+// something (disk space, quota, memory, file descriptors) or the device failed: 3, the run failed;
+// anything else (no such folder, permission denied, a name too long, a folder in the way) is what
+// the user gave: 2. A full disk used to exit 2, "bad input".
+int exit_code_of(const std::error_code& ec) {
+  switch (ec.value()) {
+    case ENOSPC: case EDQUOT: case EIO: case ENOMEM: case EMFILE: case ENFILE: case EFBIG:
+      return ec.category() == std::system_category() || ec.category() == std::generic_category() ? exit_failed
+                                                                                                  : exit_bad_input;
+    default: return exit_bad_input;
+  }
+}
+
+// The first argument that is not an option, or "".
+std::string first_word(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (!a.empty() && a[0] != '-') return a;
+  return {};
+}
+
 void set_up_logging(const std::string& level) {
   // Unbuffered stderr, no colour codes: the lines are read by people and by tests alike.
   auto logger = spdlog::stderr_logger_st("canopy");
@@ -62,7 +84,8 @@ int main(int argc, char** argv) {
       "canopy"};
   app.footer(
       "Exit codes: 0 done (validate: within tolerance), 1 validate: out of tolerance or counts differ,\n"
-      "            2 bad input or bad command line, 3 the run failed (backend error, timeout, ...).\n"
+      "            2 bad input or bad command line, 3 the run failed (timeout, backend error, out of\n"
+      "            memory or disk space, ...).\n"
       "Run 'canopy COMMAND --help' for a command's options.");
   app.require_subcommand(1);
   // "canopy 0.12.0 (git 60b4ef7)": the version of the headers and the revision canopy::runtime
@@ -88,7 +111,15 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
-    fail(exit_bad_input, e.what());
+    // `canopy nosuch`: CLI11 says only "A subcommand is required"; name the word and the commands.
+    const std::string unknown = app.get_subcommands().empty() ? first_word(app.remaining()) : std::string();
+    if (!unknown.empty()) {
+      std::string names;
+      for (const auto& c : commands) names += (names.empty() ? "" : ", ") + c.first->get_name();
+      fail(exit_bad_input, fmt::format("{}: unknown command (commands: {})", canopy::trees::quoted_bytes(unknown), names));
+    } else {
+      fail(exit_bad_input, e.what());
+    }
     std::fputs(fmt::format("Run '{} --help' for more information.\n", command_path(app)).c_str(), stderr);
     return exit_bad_input;
   }
@@ -106,7 +137,7 @@ int main(int argc, char** argv) {
     return fail(exit_bad_input, e.what());
   } catch (const std::filesystem::filesystem_error& e) {
     // I/O failures of the writers; name the file first, like every other message.
-    return fail(exit_bad_input, fmt::format("{}: {}", e.path1().string(), e.code().message()));
+    return fail(exit_code_of(e.code()), fmt::format("{}: {}", e.path1().string(), e.code().message()));
   } catch (const canopy::error& e) {
     return fail(e.code() == canopy::status::invalid_argument ? exit_bad_input : exit_failed, e.what());
   } catch (const std::invalid_argument& e) {

@@ -5,10 +5,13 @@
 // canopy::all_push_policies), so a new mode needs no change here.
 #pragma once
 
+#include <string>
+
 #include "canopy/scheduler_options.hpp"
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace canopy::tool {
@@ -30,5 +33,13 @@ enum scheduler_option : unsigned {
 /// --blocks where a command reads it differently.
 void add_scheduler_options(CLI::App& cmd, canopy::scheduler_options& options, unsigned which = all_scheduler_options,
                            const char* blocks_help = nullptr);
+
+/// The largest number of milliseconds a deadline or budget option takes (about 31 years): the
+/// value becomes a 64-bit count of milliseconds, and 1e19 used to overflow into a negative one.
+inline constexpr double max_milliseconds = 1e12;
+
+/// Checks a number of milliseconds given on the command line: a number, at least `at_least` (or,
+/// for 0, positive), at most max_milliseconds; the message names `what` ("the deadline").
+CLI::Validator milliseconds_check(const std::string& what, double at_least);
 
 }  // namespace canopy::tool
