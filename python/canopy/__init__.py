@@ -408,10 +408,13 @@ def _as_records(moments, what):
     return np.ascontiguousarray(m)
 
 
-def compare(tree, moments, reference=None):
+def compare(tree, moments, reference=None, *, blocked_leaves=False):
     """Compares ``moments`` (float or double records, one per node) with ``reference`` (double;
     default: reference_upward_pass(tree)) as ``canopy validate`` does: the worst normalised error
     of mass, com, m2 and bbox against bounds from the precision and the depth, and exact counts.
+    ``blocked_leaves``: the moments summed leaves as the cpu backend does (blocks, compensated),
+    which allows a tighter bound for large leaves. A bound too loose to check anything (a leaf of
+    thousands of points summed plainly) is not within tolerance (``bounds_meaningful`` false).
     Returns a Comparison (true when within tolerance)."""
     impl = _tree_impl(tree)
     m = _as_records(moments, "moments")
@@ -421,7 +424,8 @@ def compare(tree, moments, reference=None):
     if ref.dtype != REFERENCE_PAYLOAD_DTYPE or len(ref) != tree.node_count:
         raise InputError.of("reference", "must be REFERENCE_PAYLOAD_DTYPE records, one per node")
     with _stage("compare", lambda: f"compared: {c.summary()}"):
-        c = _canopy.compare(impl, m.view(np.uint8), m.dtype == REFERENCE_PAYLOAD_DTYPE, ref.view(np.uint8))
+        c = _canopy.compare(impl, m.view(np.uint8), m.dtype == REFERENCE_PAYLOAD_DTYPE, ref.view(np.uint8),
+                            bool(blocked_leaves))
     return c
 
 
@@ -432,7 +436,7 @@ def validate(tree, backend="cpu", **options):
     backend = _resolve_backend(backend)
     if backend == "reference":
         return compare(tree, brute_force_moments(tree), reference_upward_pass(tree))
-    return compare(tree, accumulate(tree, backend, **options))
+    return compare(tree, accumulate(tree, backend, **options), blocked_leaves=backend == "cpu")
 
 
 # --- device arrays ------------------------------------------------------------------------------
@@ -552,6 +556,31 @@ def accumulate_device(points, max_leaf=32, max_depth=21, *, mode="continuation",
 
 # --- general DAGs -------------------------------------------------------------------------------
 
+def _integer_array(values, what):
+    """``values`` as an int64 array: integers, or floats that are whole numbers; anything else (0.5,
+    NaN, strings) raises InputError (NumPy would truncate 1.7 to 1, or raise its own ValueError)."""
+    try:
+        a = np.asarray(values)
+    except (ValueError, TypeError) as e:
+        raise InputError.of(what, f"not an array of integers ({e})") from None
+    if a.size == 0:
+        return a.astype(np.int64)
+    if a.dtype.kind in "iu":
+        if a.dtype.kind == "u" and a.max() > np.iinfo(np.int64).max:
+            raise InputError.of(what, "values must fit int64")
+        return a.astype(np.int64)
+    if a.dtype.kind == "f":
+        if not np.all(np.isfinite(a)):
+            raise InputError.of(what, "must be integers, not NaN or infinite")
+        if np.any(a != np.floor(a)):
+            bad = a[a != np.floor(a)].flat[0]
+            raise InputError.of(what, f"must be integers, not {bad!r}")
+        if np.any(np.abs(a) >= 2.0**63):
+            raise InputError.of(what, "values must fit int64")
+        return a.astype(np.int64)
+    raise InputError.of(what, f"must be integers, not dtype {a.dtype}")
+
+
 class Dag:
     """A dependency DAG: ``task_count`` tasks, ``edges`` an (E, 2) integer array where (a, b)
     means b depends on a, an int64 ``weight`` per task (default 0). Every task computes
@@ -563,10 +592,17 @@ class Dag:
         n = int(task_count)
         if n < 0 or n > 2**31 - 1:
             raise InputError.of("task_count", f"must be in [0, 2^31 - 1], not {task_count}")
-        e = np.asarray(edges, dtype=np.int64).reshape(-1, 2) if np.size(edges) else np.zeros((0, 2), np.int64)
+        e = _integer_array(edges, "edges")
+        if e.size == 0:
+            e = np.zeros((0, 2), np.int64)
+        elif e.ndim != 2 or e.shape[1] != 2:
+            # Never reshaped: [[0, 1, 2], [3, 4, 5]] used to become three edges.
+            raise InputError.of("edges", f"must have shape (E, 2): (a, b) means b depends on a; not {e.shape}")
         if e.size and (e.min() < -2**31 or e.max() > 2**31 - 1):
             raise InputError.of("edges", "task ids must fit int32")
-        w = np.zeros(n, np.int64) if weights is None else np.ascontiguousarray(weights, dtype=np.int64)
+        w = np.zeros(n, np.int64) if weights is None else _integer_array(weights, "weights")
+        if w.ndim != 1:
+            raise InputError.of("weights", f"must have shape ({n},), one per task; not {w.shape}")
         self._impl = _canopy.dag_from_edges(n, np.ascontiguousarray(e, dtype=np.int32), w)
 
     @classmethod

@@ -127,7 +127,10 @@ canopy::scheduler_options scheduler_options_from(const std::string& mode, const 
   o.global_queue_capacity = queue_capacity;
   if (!std::isfinite(deadline_ms) || deadline_ms < 1)
     throw trees::input_error("deadline_ms", "must be a finite number of milliseconds >= 1");
-  o.deadline = std::chrono::milliseconds(static_cast<long long>(deadline_ms));
+  // As the tool's --deadline-ms: at most 1e12 (1e300 overflowed the 64-bit count into a negative
+  // deadline, "deadline must be positive"), and a fraction rounds up.
+  if (deadline_ms > 1e12) throw trees::input_error("deadline_ms", "must be at most 1e12 ms (about 31 years)");
+  o.deadline = std::chrono::milliseconds(static_cast<long long>(std::ceil(deadline_ms)));
   return o;
 }
 

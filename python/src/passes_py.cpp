@@ -135,17 +135,21 @@ void bind_passes(nb::module_& m) {
       .def_ro("m2", &trees::comparison::m2)
       .def_ro("bbox", &trees::comparison::bbox)
       .def_ro("within_tolerance", &trees::comparison::within_tolerance)
+      .def_ro("bounds_meaningful", &trees::comparison::bounds_meaningful)
       .def("summary", &trees::comparison::summary)
       .def("__bool__", [](const trees::comparison& c) { return c.within_tolerance; })
       .def("__repr__", [](const trees::comparison& c) { return "<canopy.Comparison " + c.summary() + ">"; });
 
   m.def("compare", [](const trees::octree& tree, const records_in& computed, bool computed_double,
-                      const records_in& reference) {
+                      const records_in& reference, bool blocked_leaves) {
     const auto ref = records_of<double>(reference, "compare: reference");
+    const auto leaves = blocked_leaves ? trees::leaf_summation::blocked : trees::leaf_summation::sequential;
     nb::gil_scoped_release unlocked;
-    if (computed_double) return trees::compare_payloads<double>(tree, records_of<double>(computed, "compare: moments"), ref);
-    return trees::compare_payloads<float>(tree, records_of<float>(computed, "compare: moments"), ref);
-  }, nb::arg("tree"), nb::arg("computed"), nb::arg("computed_double"), nb::arg("reference"));
+    if (computed_double)
+      return trees::compare_payloads<double>(tree, records_of<double>(computed, "compare: moments"), ref, leaves);
+    return trees::compare_payloads<float>(tree, records_of<float>(computed, "compare: moments"), ref, leaves);
+  }, nb::arg("tree"), nb::arg("computed"), nb::arg("computed_double"), nb::arg("reference"),
+     nb::arg("blocked_leaves") = false);
 }
 
 }  // namespace canopy::python
