@@ -26,10 +26,7 @@ struct dot_options {
 int run_dot(const dot_options& o) {
   // Fail before building a large tree, not after.
   const std::filesystem::path out = o.output;
-  const auto dir = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw usage_error(o.output, "directory does not exist");
-  if (std::filesystem::is_directory(out, ec)) throw usage_error(o.output, "is a directory");
+  check_output_path(o.output, out);
 
   const auto loaded = load_tree(o.file, o.tree);
   stage g;

@@ -47,10 +47,7 @@ int run_gen(const gen_options& o, const CLI::App& cmd) {
 
   // Fail before generating tens of millions of points, not after.
   const std::filesystem::path out = o.output;
-  const auto dir = out.has_parent_path() ? out.parent_path() : std::filesystem::path(".");
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw usage_error(o.output, "directory does not exist");
-  if (std::filesystem::is_directory(out, ec)) throw usage_error(o.output, "is a directory");
+  check_output_path(o.output, out);
 
   stage gen;
   std::vector<trees::point> points;
@@ -68,10 +65,13 @@ int run_gen(const gen_options& o, const CLI::App& cmd) {
   trees::write_points(out, points);  // temporary file + rename: never half-written
   write.done(fmt::format("wrote {}", o.output));
 
-  fmt::print("wrote {} points ({}, seed {}) to {} ({}, {} bytes)\n", grouped(static_cast<long long>(points.size())),
+  // A device or FIFO written in place has no size to report.
+  std::error_code ec;
+  const auto bytes = std::filesystem::is_regular_file(out, ec) ? std::filesystem::file_size(out, ec) : 0;
+  fmt::print("wrote {} points ({}, seed {}) to {} ({}{})\n", grouped(static_cast<long long>(points.size())),
              trees::to_string(dist), o.seed, o.output,
              trees::format_of(out) == trees::point_format::csv ? "CSV" : "binary",
-             grouped(static_cast<long long>(std::filesystem::file_size(out))));
+             ec || bytes == 0 ? "" : ", " + grouped(static_cast<long long>(bytes)) + " bytes");
   return exit_ok;
 }
 

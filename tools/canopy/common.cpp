@@ -3,7 +3,12 @@
 
 
 #include <charconv>
+#include <cerrno>
+#include <csignal>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <limits>
 #include <string_view>
 #include <system_error>
@@ -11,6 +16,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "canopy/trees/atomic_file.hpp"
 #include "canopy/trees/generators.hpp"
@@ -99,7 +107,9 @@ void check_no_point_options(const std::string& spec, const point_options& option
 void check_readable(const std::string& file) {
   std::error_code ec;
   const auto st = std::filesystem::status(file, ec);
-  if (!std::filesystem::exists(st)) throw usage_error(file, "no such file");
+  if (st.type() == std::filesystem::file_type::not_found) throw usage_error(file, "no such file");
+  // A name too long, a loop of links, a folder we may not enter: say which, not "no such file".
+  if (ec) throw usage_error(file, ec.message());
   if (std::filesystem::is_directory(st)) throw usage_error(file, "is a directory, not a points file");
 }
 
@@ -161,16 +171,75 @@ loaded_tree load_tree(const std::string& spec, const tree_options& options) {
 void stage::done(const std::string& what) const { spdlog::info("{} ({:.1f} ms)", what, elapsed_ms()); }
 
 void check_output_path(const std::string& subject, const std::filesystem::path& path) {
-  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  namespace fs = std::filesystem;
+  if (path.empty()) throw usage_error("output file", "the name is empty");
+  const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw usage_error(subject, "directory does not exist");
-  if (std::filesystem::is_directory(path, ec)) throw usage_error(subject, "is a directory");
+  if (!fs::is_directory(dir, ec)) throw usage_error(subject, "directory does not exist");
+  const long name_max = ::pathconf(dir.c_str(), _PC_NAME_MAX);
+  if (name_max > 0 && path.filename().native().size() > static_cast<std::size_t>(name_max))
+    throw usage_error(subject, fmt::format("the file name is {} bytes, longer than the {} its folder allows",
+                                           path.filename().native().size(), name_max));
+  const auto st = fs::status(path, ec);  // through links: what would be written
+  if (ec && st.type() != fs::file_type::not_found) throw usage_error(subject, ec.message());
+  if (fs::is_directory(st)) throw usage_error(subject, "is a directory");
+  if (fs::exists(st) && !fs::is_regular_file(st) && !fs::is_character_file(st) && !fs::is_fifo(st))
+    throw usage_error(subject, "not a regular file, character device or FIFO: not written");
 }
 
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
   // Checked first so that the user reads which argument is wrong, not the temporary file's name.
   check_output_path(path.string(), path);
   canopy::trees::write_file_atomically(path, write);
+}
+
+// --- the process's streams and signals (main.cpp) ------------------------------------------------
+
+namespace {
+
+extern "C" void remove_temporaries_and_die(int sig) {
+  canopy::trees::remove_temporary_files();  // async-signal-safe
+  // SA_RESETHAND restored the default action; the signal is blocked until this handler returns,
+  // then ends the process with it (a shell sees 128 + sig).
+  ::raise(sig);
+}
+
+}  // namespace
+
+void remove_temporaries_on_signals() {
+  struct sigaction action {};
+  action.sa_handler = remove_temporaries_and_die;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;  // nohup, `&` keep ignoring
+    ::sigaction(sig, &action, nullptr);
+  }
+}
+
+void reserve_standard_streams() {
+  // A closed descriptor 0, 1 or 2 would be reused by the next open(), and progress lines or results
+  // would land in an output file. Read-only /dev/null holds the number: writing to it fails with
+  // EBADF, as writing to the closed descriptor would have (check_standard_output reports it).
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int held = ::open("/dev/null", O_RDONLY);
+    if (held >= 0 && held != fd) {
+      ::dup2(held, fd);
+      ::close(held);
+    }
+  }
+}
+
+int check_standard_output(int code) {
+  errno = 0;
+  std::cout.flush();
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout;
+  if (!failed) return code;
+  const int err = errno != 0 ? errno : EIO;
+  std::fputs(fmt::format("canopy: error: standard output: {}\n", std::strerror(err)).c_str(), stderr);
+  return exit_failed;
 }
 
 }  // namespace canopy::tool

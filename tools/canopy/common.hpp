@@ -95,6 +95,19 @@ void check_output_path(const std::string& subject, const std::filesystem::path& 
 /// half of a new one; a missing directory or a directory in the way is a usage_error.
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
 
+/// SIGINT, SIGTERM and SIGHUP remove the temporary file of an output being written
+/// (canopy::trees::remove_temporary_files), then end the process by the same signal. A signal the
+/// shell ignores (nohup, a background job's SIGINT) stays ignored.
+void remove_temporaries_on_signals();
+
+/// Opens read-only /dev/null on a closed descriptor 0, 1 or 2, so that no output file is opened on
+/// it and a write to a closed stdout still fails (EBADF). Call first in main.
+void reserve_standard_streams();
+
+/// Flushes stdout: when anything written to it failed (a full disk, /dev/full, a closed stdout),
+/// prints one line "canopy: error: standard output: <reason>" and returns exit_failed; else `code`.
+int check_standard_output(int code);
+
 /// 1234567 -> "1,234,567" (counts in human-readable output).
 using canopy::bench::grouped;
 

@@ -77,6 +77,7 @@ void set_up_logging(const std::string& level) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  reserve_standard_streams();  // before anything opens a file
   CLI::App app{
       "Canopy: GPU task scheduling for dependency-tree accumulation.\n"
       "Generate point sets, build octrees, run the upward pass on a backend and check it against\n"
@@ -125,11 +126,12 @@ int main(int argc, char** argv) {
   }
 
   set_up_logging(log_level);
+  remove_temporaries_on_signals();
   canopy::trees::set_host_threads(host_threads);
 
   try {
     for (auto& [subcommand, run] : commands)
-      if (subcommand->parsed()) return run();
+      if (subcommand->parsed()) return check_standard_output(run());
     return fail(exit_bad_input, "no command given");
   } catch (const usage_error& e) {
     return fail(exit_bad_input, e.what());

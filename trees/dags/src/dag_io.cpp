@@ -90,9 +90,14 @@ void check_nesting(std::string_view text, const std::string& source) {
   }
 }
 
+std::string too_large() {
+  return "larger than the " + std::to_string(max_dot_bytes >> 20) + " MiB a DOT input may have (max_dot_bytes)";
+}
+
 }  // namespace
 
 dot_dag parse_dag_dot(std::string_view text, const std::string& source) {
+  if (text.size() > max_dot_bytes) throw input_error(source, too_large());
   check_nesting(text, source);
   dot_graph g;
   boost::dynamic_properties dp(boost::ignore_other_properties);
@@ -152,23 +157,45 @@ dot_dag parse_dag_dot(std::string_view text, const std::string& source) {
   return out;
 }
 
+namespace {
+
+// At most max_dot_bytes of `in`; more is an input_error, whatever the file claimed its size was
+// (a /proc file says 0).
+std::string read_bounded(std::istream& in, const std::string& source) {
+  std::string text;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > max_dot_bytes) throw input_error(source, too_large());
+  }
+  if (in.bad()) throw input_error(source, "read failed");
+  return text;
+}
+
+}  // namespace
+
 dot_dag load_dag_dot(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  const std::string source = path.string();
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw input_error(path.string(), "is a directory, not a DOT file");
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) throw input_error(source, "no such file");
+  if (ec) throw input_error(source, "cannot open: " + ec.message());
+  if (fs::is_directory(st)) throw input_error(source, "is a directory, not a DOT file");
+  // A FIFO would block the reader, /dev/zero would never end: like the point readers, only
+  // regular files.
+  if (!fs::is_regular_file(st)) throw input_error(source, "not a regular file");
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > max_dot_bytes) throw input_error(source, too_large());
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw input_error(path.string(), std::string("cannot open: ") + std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw input_error(path.string(), "read failed");
-  return parse_dag_dot(text, path.string());
+  if (!in) throw input_error(source, std::string("cannot open: ") + std::strerror(errno != 0 ? errno : EIO));
+  return parse_dag_dot(read_bounded(in, source), source);
 }
 
 canopy::task_graph read_dag_dot(std::string_view text) { return parse_dag_dot(text).graph; }
 
-canopy::task_graph read_dag_dot(std::istream& in) {
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw input_error("DOT input", "read failed");
-  return parse_dag_dot(text).graph;
-}
+canopy::task_graph read_dag_dot(std::istream& in) { return parse_dag_dot(read_bounded(in, "DOT input")).graph; }
 
 canopy::task_graph read_dag_dot_file(const std::filesystem::path& path) { return load_dag_dot(path).graph; }
 

@@ -33,6 +33,11 @@ namespace canopy::trees {
 /// parser recurses into each, and a deeper input is refused before it can overflow the stack.
 inline constexpr int max_dot_nesting = 256;
 
+/// The largest DOT input read, in bytes (256 MiB): Boost's parser holds the text, its tokens and a
+/// property graph at once (several times the file's size), so a larger input (or /dev/zero, or a
+/// /proc file that never ends) is an input_error before it can exhaust memory.
+inline constexpr std::uint64_t max_dot_bytes = std::uint64_t{256} << 20;
+
 /// A DAG read from DOT: the schedulable graph plus what the file said about each task.
 struct dot_dag {
   canopy::task_graph graph;
@@ -48,7 +53,8 @@ struct dot_dag {
 /// An empty digraph gives an empty task graph.
 dot_dag parse_dag_dot(std::string_view text, const std::string& source = "DOT input");
 
-/// parse_dag_dot of a file's contents; a file that cannot be read is an input_error too.
+/// parse_dag_dot of a file's contents. Also an input_error: a missing file, a directory, a file that
+/// is not a regular file (a FIFO, a device: never opened) and a file of more than max_dot_bytes.
 dot_dag load_dag_dot(const std::filesystem::path& path);
 
 /// The graph alone (same rules and errors as parse_dag_dot).
