@@ -14,8 +14,10 @@ each finished stage to the ``canopy`` logger and to progress callbacks.
 """
 
 import contextlib
+import errno
 import logging
 import os
+import stat
 import time
 
 import numpy as np
@@ -227,11 +229,14 @@ def _gadget_type(type):
         raise InputError.of("type", f"a Gadget particle type is 0..5 or 'all', not {type!r}") from None
 
 
-def _check_readable(path):
-    if not os.path.exists(path):
-        raise FileNotFoundError(2, "no such file", path)
-    if os.path.isdir(path):
-        raise IsADirectoryError(21, "is a directory, not a points file", path)
+def _check_readable(path, what="points file"):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "no such file", path) from None
+    # Any other OSError (a name too long, a loop of links, permission denied) says what it is.
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, f"is a directory, not a {what}", path)
 
 
 def read_points(path, *, family="all", type=None):
@@ -261,7 +266,9 @@ def detect_format(path):
 
 
 def write_points(path, points):
-    """Canopy binary, or CSV when the name ends in .csv (temporary file + rename)."""
+    """Canopy binary, or CSV when the name ends in .csv (temporary file + rename; a device or FIFO
+    is written in place). An I/O failure raises OSError naming ``path`` (IsADirectoryError for a
+    directory, ...)."""
     _canopy.write_points(os.fspath(path), _as_points(points))
 
 
@@ -610,7 +617,7 @@ class Dag:
         """A DAG from a Graphviz DOT file (optional ``weight`` per node); ``names`` keeps the
         DOT node names. A syntax error raises InputError, a cycle GraphError naming its nodes."""
         path = os.fspath(path)
-        _check_readable(path)
+        _check_readable(path, "DOT file")
         self = cls.__new__(cls)
         self._impl = _canopy.read_dag(path)
         return self

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <filesystem>
 #include <string>
 
 #include "canopy/cuda/device.hpp"
@@ -76,6 +77,11 @@ void translate(const std::exception_ptr& p, void*) {
     raise_as("GraphError", e.what(), a);
   } catch (const backend_unavailable& e) {
     raise_as("BackendUnavailableError", e.what());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A writer's I/O failure (a directory in the way, a full disk): Python's own OSError, whose
+    // constructor picks the subclass (IsADirectoryError, PermissionError, ...) from errno.
+    const nb::object error = nb::borrow(PyExc_OSError)(e.code().value(), e.code().message(), e.path1().string());
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
   } catch (const canopy::error& e) {
     // Thrown before a run: bad options or graph (invalid_argument), or a CUDA failure
     // (cuda_error, device_error).
