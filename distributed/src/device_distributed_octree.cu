@@ -161,7 +161,10 @@ device_distributed_octree& device_distributed_octree::operator=(device_distribut
 const global_tree& device_distributed_octree::top() const { return s_->top; }
 const std::vector<branch_location>& device_distributed_octree::branches() const { return s_->branches; }
 std::size_t device_distributed_octree::local_points() const { return s_->held; }
-trees::octree device_distributed_octree::download_local() const { return s_->built.download(nullptr); }
+trees::octree device_distributed_octree::download_local() const {
+  CANOPY_CUDA_TRY(cudaDeviceSynchronize());  // the build ran on the exchange's (non-blocking) stream
+  return s_->built.download(nullptr);
+}
 std::vector<multipole<float>> device_distributed_octree::download_local_payloads() const {
   CANOPY_CUDA_TRY(cudaDeviceSynchronize());
   return s_->payloads.download();
