@@ -396,6 +396,8 @@ def accumulate(tree, backend="cpu", *, mode="continuation", tasks="auto", push_p
         info = {"backend": "reference", "device": "host (double)", "tasks": "node",
                 "elapsed_us": (time.perf_counter() - t0) * 1e6}
         return (m, info) if report else m
+    blocks, threads = _int32(blocks, "blocks"), _int32(threads, "threads")
+    queue_capacity = _int32(queue_capacity, "queue_capacity")
     _canopy.check_scheduler_options(mode, push_policy, int(blocks), int(threads), int(queue_capacity),
                                     float(deadline_ms))
     with _stage("pass", lambda: f"{r.backend} backend upward pass on {r.device} ({r.elapsed_us:.1f} us)"):
@@ -534,7 +536,8 @@ def accumulate_device(points, max_leaf=32, max_depth=21, *, mode="continuation",
                                       "(CANOPY_GPU=OFF)")
     if tasks not in TASKS:
         raise InputError.of("tasks", f"unknown task kind '{tasks}' ({', '.join(TASKS)})")
-    sched = (mode, push_policy, int(blocks), int(threads), int(queue_capacity), float(deadline_ms))
+    sched = (mode, push_policy, _int32(blocks, "blocks"), _int32(threads, "threads"),
+             _int32(queue_capacity, "queue_capacity"), float(deadline_ms))
     shape = tuple(getattr(points, "shape", ()))
     if len(shape) != 2 or shape[1] != 4 or str(getattr(points, "dtype", "")) != "float32":
         raise InputError.of("points", f"device points must be an (n, 4) float32 array, not shape {shape}, "
@@ -562,6 +565,20 @@ def accumulate_device(points, max_leaf=32, max_depth=21, *, mode="continuation",
 
 
 # --- general DAGs -------------------------------------------------------------------------------
+
+def _int32(value, what):
+    """``value`` as an int that fits the C++ int32 it becomes (a larger one was nanobind's TypeError);
+    the C++ layer checks its range further (blocks >= 0, queue_capacity >= 0, ...)."""
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise InputError.of(what, f"must be an integer, not {value!r}") from None
+    if v != value and not isinstance(value, (bool, np.bool_)):
+        raise InputError.of(what, f"must be an integer, not {value!r}")
+    if not -2**31 <= v <= 2**31 - 1:
+        raise InputError.of(what, f"must fit int32 (at most 2^31 - 1), not {value}")
+    return v
+
 
 def _integer_array(values, what):
     """``values`` as an int64 array: integers, or floats that are whole numbers; anything else (0.5,
@@ -645,8 +662,9 @@ class Dag:
             info = {"backend": "reference", "device": "serial host", "elapsed_us": (time.perf_counter() - t0) * 1e6}
             return (v, info) if report else v
         with _stage("dag", lambda: f"{backend} backend DAG run on {device} ({us:.1f} us)"):
-            v, device, us = self._impl.run(backend, mode, push_policy, int(blocks), int(threads),
-                                           int(queue_capacity), float(deadline_ms))
+            v, device, us = self._impl.run(backend, mode, push_policy, _int32(blocks, "blocks"),
+                                           _int32(threads, "threads"), _int32(queue_capacity, "queue_capacity"),
+                                           float(deadline_ms))
         return (v, {"backend": backend, "device": device, "elapsed_us": us}) if report else v
 
     def __repr__(self):

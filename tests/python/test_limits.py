@@ -59,6 +59,13 @@ def test_deadlines_beyond_the_range_are_refused():
 def test_queue_capacity_beyond_the_task_count_is_capped():
     t = canopy.build_octree(canopy.generate("plummer", 2000))
     assert canopy.validate(t, "cpu", queue_capacity=2**31 - 1)
+    # Beyond int32: the module's InputError (it was nanobind's TypeError); too many workers: refused.
+    with pytest.raises(canopy.InputError, match="queue_capacity"):
+        canopy.accumulate(t, "cpu", queue_capacity=2**31)
+    with pytest.raises(canopy.InputError, match="blocks"):
+        canopy.Dag(2, [[0, 1]]).run("cpu", blocks=2.5)
+    with pytest.raises(canopy.OptionError, match="at most 4096"):
+        canopy.accumulate(t, "cpu", blocks=100000)
 
 
 def test_one_huge_leaf_is_summed_accurately():

@@ -9,6 +9,7 @@
 #include <exception>
 #include <filesystem>
 #include <new>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -59,11 +60,11 @@ int exit_code_of(const std::error_code& ec) {
   }
 }
 
-// The first argument that is not an option, or "".
-std::string first_word(const std::vector<std::string>& args) {
+// The first argument that is not an option (an empty one included), if any.
+std::optional<std::string> first_word(const std::vector<std::string>& args) {
   for (const auto& a : args)
-    if (!a.empty() && a[0] != '-') return a;
-  return {};
+    if (a.empty() || a[0] != '-') return a;
+  return std::nullopt;
 }
 
 void set_up_logging(const std::string& level) {
@@ -113,11 +114,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
     // `canopy nosuch`: CLI11 says only "A subcommand is required"; name the word and the commands.
-    const std::string unknown = app.get_subcommands().empty() ? first_word(app.remaining()) : std::string();
-    if (!unknown.empty()) {
+    const auto unknown = app.get_subcommands().empty() ? first_word(app.remaining()) : std::nullopt;
+    if (unknown) {
       std::string names;
       for (const auto& c : commands) names += (names.empty() ? "" : ", ") + c.first->get_name();
-      fail(exit_bad_input, fmt::format("{}: unknown command (commands: {})", canopy::trees::quoted_bytes(unknown), names));
+      fail(exit_bad_input, fmt::format("{}: unknown command (commands: {})", canopy::trees::quoted_bytes(*unknown), names));
     } else {
       fail(exit_bad_input, e.what());
     }

@@ -47,6 +47,7 @@ CLI::Validator milliseconds_check(const std::string& what, double at_least) {
         } catch (const std::exception&) {
           return "'" + text + "' is not a number of milliseconds";
         }
+        if (std::isnan(ms)) return "'" + text + "' is not a number of milliseconds";
         if (at_least > 0.0 && !(ms >= at_least))
           return what + " has millisecond resolution: at least " + fmt::format("{:g}", at_least) + ", not " + text;
         if (!(ms > 0.0)) return what + " must be positive, not " + text;

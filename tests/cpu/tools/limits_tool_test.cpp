@@ -85,6 +85,9 @@ TEST_F(CanopyLimits, RangeErrorsAreShort) {
 TEST_F(CanopyLimits, BudgetBeyondTheDeadlineRangeIsRefused) {
   expect_one_line(run({"bench", "--depths", "1", "--budget-ms", "1e19"}), 2, "at most 1e12");
   expect_one_line(run({"validate", "gen:uniform:10", "--backend", "cpu", "--deadline-ms", "1e19"}), 2, "at most 1e12");
+  expect_one_line(run({"validate", "gen:uniform:10", "--backend", "cpu", "--deadline-ms", "nan"}), 2,
+                  "'nan' is not a number of milliseconds");
+  expect_one_line(run({"bench", "--depths", "1", "--budget-ms", "nan"}), 2, "'nan' is not a number of milliseconds");
   const auto ok = run({"bench", "--depths", "1", "--backend", "cpu", "--modes", "continuation", "--reps", "1",
                        "--warmup", "0", "--budget-ms", "1e12"});
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
@@ -95,6 +98,7 @@ TEST_F(CanopyLimits, AnUnknownCommandIsNamed) {
   const auto r = run({"nosuch"});
   expect_one_line(r, 2, "'nosuch': unknown command");
   EXPECT_NE(r.err.find("accumulate"), std::string::npos) << r.err;
+  expect_one_line(run({""}), 2, "'': unknown command");
   const auto escaped = run({"--log-level", "off", "no\x1b[31msuch"});
   expect_one_line(escaped, 2, "unknown command");
   EXPECT_EQ(escaped.err.find('\x1b'), std::string::npos) << escaped.err;
