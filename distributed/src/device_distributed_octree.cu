@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -151,6 +152,10 @@ struct device_distributed_octree::state {
   trees::device_payloads<float> payloads;
   device_buffer<multipole<float>> branch_payloads, leaf_payloads;
   const std::uint64_t* sorted_codes = nullptr;
+  // Kept from step to step, as a simulation keeps it (after built and payloads: destroyed first);
+  // made again only when the task kind changes.
+  std::optional<trees::upward_runner> runner;
+  trees::pass_tasks runner_tasks = trees::pass_tasks::node;
 };
 
 device_distributed_octree::device_distributed_octree() : s_(std::make_unique<state>()) {}
@@ -167,7 +172,9 @@ trees::octree device_distributed_octree::download_local() const {
 }
 std::vector<multipole<float>> device_distributed_octree::download_local_payloads() const {
   CANOPY_CUDA_TRY(cudaDeviceSynchronize());
-  return s_->payloads.download();
+  std::vector<multipole<float>> p = s_->payloads.download();
+  p.resize(static_cast<std::size_t>(s_->built.tree.node_count()));  // the buffer keeps slack
+  return p;
 }
 
 void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex, const point* points, std::size_t count,
@@ -336,9 +343,21 @@ std::vector<multipole<float>> device_distributed_octree::upward(const mpi_contex
 
   ctx.phase("upward pass", [&] {
     if (options.backend != trees::pass_backend::gpu) throw std::invalid_argument("the device path runs the gpu backend");
-    if (s.payloads.size() < s.built.tree.node_count()) s.payloads = trees::device_payloads<float>(s.built.tree.node_count());
-    trees::upward_runner pass(s.built.tree, s.payloads, options, stream);
-    const canopy::run_result r = pass.run(stream);
+    const std::int32_t nodes = s.built.tree.node_count();
+    if (s.payloads.size() < nodes) {
+      // Grown with slack (the tree changes a little from step to step); the runner is pointed at the
+      // new buffer below, before anything runs on it.
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+      s.payloads = trees::device_payloads<float>(nodes + nodes / 4 + 64);
+    }
+    if (s.runner && s.runner_tasks != options.tasks) s.runner.reset();
+    if (!s.runner) {
+      s.runner.emplace(s.built.tree, s.payloads, options, stream);
+      s.runner_tasks = options.tasks;
+    } else {
+      s.runner->set_tree(s.built, s.payloads, stream);  // the builder's own tree: no host wait for node tasks
+    }
+    const canopy::run_result r = s.runner->run(stream);
     if (!r.ok()) throw std::runtime_error("local upward pass: " + r.message);
   });
   pt.pass = lap(clock);

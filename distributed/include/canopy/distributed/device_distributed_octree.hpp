@@ -47,7 +47,8 @@ class device_distributed_octree {
   void build(const mpi_context& ctx, nccl_exchange& ex, const trees::point* points, std::size_t count,
              const decomposition_options& options, phase_times* times = nullptr);
   // The payloads of every node of the global tree (on every rank); the local ones stay on the
-  // device (local_payloads()). options.backend must be gpu. Collective.
+  // device (download_local_payloads()). options.backend must be gpu. The runner is kept between
+  // calls (set_tree to the next build), as a simulation step keeps it. Collective.
   std::vector<trees::multipole<float>> upward(const mpi_context& ctx, nccl_exchange& ex,
                                               const trees::upward_options& options, phase_times* times = nullptr);
 
