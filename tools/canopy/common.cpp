@@ -68,7 +68,8 @@ Int parse_number(const std::string& spec, std::string_view field, std::string_vi
   Int value{};
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
   if (ec != std::errc{} || end != field.data() + field.size() || value < lo || value > hi)
-    throw usage_error(spec, fmt::format("{} must be an integer in [{}, {}], not '{}'", what, lo, hi, field));
+    throw usage_error(spec,
+                      fmt::format("{} must be an integer in [{}, {}], not {}", what, lo, hi, trees::quoted_bytes(field)));
   return value;
 }
 

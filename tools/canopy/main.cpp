@@ -30,8 +30,20 @@ namespace {
 
 using namespace canopy::tool;
 
+// The error line, with every control byte (a newline or an escape in a file name or an argument)
+// written as \xNN: one line on stderr whatever was echoed, nothing the terminal would act on, and no
+// NUL to cut it. Readers quote what they echo themselves (trees::quoted_bytes); this is the net.
 int fail(int code, const std::string& message) {
-  std::fputs(fmt::format("canopy: error: {}\n", message).c_str(), stderr);
+  std::string line = "canopy: error: ";
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 32 || u == 127)
+      line += fmt::format("\\x{:02x}", u);
+    else
+      line += c;
+  }
+  line += '\n';
+  std::fwrite(line.data(), 1, line.size(), stderr);
   return code;
 }
 

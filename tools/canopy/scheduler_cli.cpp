@@ -16,6 +16,7 @@
 
 #include "canopy/mode.hpp"
 #include "canopy/push_policy.hpp"
+#include "canopy/trees/errors.hpp"
 
 namespace canopy::tool {
 
@@ -43,11 +44,11 @@ CLI::Validator milliseconds_check(const std::string& what, double at_least) {
         try {
           std::size_t used = 0;
           ms = std::stod(text, &used);
-          if (used != text.size()) return "'" + text + "' is not a number of milliseconds";
+          if (used != text.size()) return canopy::trees::quoted_bytes(text) + " is not a number of milliseconds";
         } catch (const std::exception&) {
-          return "'" + text + "' is not a number of milliseconds";
+          return canopy::trees::quoted_bytes(text) + " is not a number of milliseconds";
         }
-        if (std::isnan(ms)) return "'" + text + "' is not a number of milliseconds";
+        if (std::isnan(ms)) return canopy::trees::quoted_bytes(text) + " is not a number of milliseconds";
         if (at_least > 0.0 && !(ms >= at_least))
           return what + " has millisecond resolution: at least " + fmt::format("{:g}", at_least) + ", not " + text;
         if (!(ms > 0.0)) return what + " must be positive, not " + text;

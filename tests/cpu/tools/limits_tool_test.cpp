@@ -177,6 +177,17 @@ TEST_F(CanopyLimits, EchoedBytesAreEscapedAndBounded) {
   spit(path("long.csv"), "x,y,z,m\n0.5," + std::string(100000, 'q') + ",0.5,1\n");
   expect_one_line(run({"convert", path("long.csv"), path("o.bin")}), 2, "(100000 bytes)", 200);
 
+  // Arguments are echoed the same way (a generator spec's field, a deadline).
+  const auto spec = run({"accumulate", "gen:uniform:1\x1b[2J", "--backend", "cpu"});
+  expect_one_line(spec, 2, "N must be an integer in [0, 2147483647], not '1\\x1b[2J'");
+  EXPECT_EQ(spec.err.find('\x1b'), std::string::npos) << spec.err;  // the spec as the subject too
+  // A file name with a newline and an escape: one line, nothing for the terminal.
+  const auto name = run({"accumulate", path("no\nsuch\x1b[2J.bin").string(), "--backend", "cpu"});
+  expect_one_line(name, 2, "no\\x0asuch\\x1b[2J.bin");
+  EXPECT_EQ(name.err.find('\x1b'), std::string::npos) << name.err;
+  const auto word = run({"accumulate", "gen:uniform:10", "--deadline-ms", "1\x1b[2J"});
+  expect_one_line(word, 2, "'1\\x1b[2J' is not a number of milliseconds");
+
   spit(path("bad.ply"), "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\n"
                         "property float z\nend_header\n0.5 \x1b]0;owned\x07 0.5\n");
   const auto ply = run({"convert", path("bad.ply"), path("o.bin")});
