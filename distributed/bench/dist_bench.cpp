@@ -303,7 +303,8 @@ int main(int argc, char** argv) {
         double cd::phase_times::*field;
       };
       const phase phases[] = {{"extent (all-reduce)", &cd::phase_times::extent},
-                              {"global tree", &cd::phase_times::global_tree},
+                              {"local sort (Morton codes)", &cd::phase_times::sort},
+                              {"global tree (all-reduces)", &cd::phase_times::global_tree},
                               {"migration (all-to-all-v)", &cd::phase_times::migrate},
                               {"local build", &cd::phase_times::build},
                               {"local upward pass", &cd::phase_times::pass},

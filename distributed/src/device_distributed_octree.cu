@@ -261,6 +261,8 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
     CANOPY_CUDA_TRY(cudaGetLastError());
     s.sorted_codes = keys.Current();
   });
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // so that the phase's time is its own
+  pt.sort = lap(clock);
 
   // The global tree: each level's octant counts by binary searches, summed by NCCL.
   const std::uint64_t total = ctx.sum(count);

@@ -87,6 +87,7 @@ distributed_octree build_distributed_octree(const mpi_context& ctx, exchange& ex
       sorted[i] = points[order[i]];
     }
   });
+  pt.sort = clock.lap();
   d.top = build_global_tree(ctx, ex, cube, codes, options);
   pt.global_tree = clock.lap();
 

@@ -42,7 +42,7 @@ struct distributed_octree {
 
 // Wall-clock seconds of each phase on this rank (bench and logs; min/max over ranks by the caller).
 struct phase_times {
-  double extent = 0, global_tree = 0, migrate = 0, build = 0, pass = 0, branches = 0, exchange = 0, top = 0;
+  double extent = 0, sort = 0, global_tree = 0, migrate = 0, build = 0, pass = 0, branches = 0, exchange = 0, top = 0;
 };
 
 // Global cube, global tree, migration, local build. Collective; every step agreed (a bad point on
