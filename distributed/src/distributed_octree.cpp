@@ -7,6 +7,7 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace canopy::distributed {
 
@@ -77,14 +78,16 @@ distributed_octree build_distributed_octree(const mpi_context& ctx, exchange& ex
   std::vector<trees::point> sorted;
   ctx.phase("sort", [&] {
     const std::vector<std::uint64_t> raw = trees::morton_codes(points, cube);
-    std::vector<std::uint32_t> order(points.size());
-    std::iota(order.begin(), order.end(), 0u);
-    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return raw[a] < raw[b]; });
+    // (code, index) pairs sorted as one key: stable by construction, and contiguous in memory
+    // (an index sort comparing through `raw` was 8x slower on 1M points).
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> order(points.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = {raw[i], static_cast<std::uint32_t>(i)};
+    std::sort(order.begin(), order.end());
     codes.resize(points.size());
     sorted.resize(points.size());
     for (std::size_t i = 0; i < order.size(); ++i) {
-      codes[i] = raw[order[i]];
-      sorted[i] = points[order[i]];
+      codes[i] = order[i].first;
+      sorted[i] = points[order[i].second];
     }
   });
   pt.sort = clock.lap();
