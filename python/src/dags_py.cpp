@@ -16,7 +16,7 @@
 #include "canopy/trees/errors.hpp"
 #include "canopy_py.hpp"
 #if CANOPY_PY_HAVE_GPU
-#include "dag_gpu.hpp"
+#include "canopy/dags/dag_accumulate_gpu.hpp"
 #endif
 
 namespace canopy::python {
@@ -101,7 +101,7 @@ void bind_dags(nb::module_& m) {
             values = run_cpu(d, options, device, us);
           } else {
 #if CANOPY_PY_HAVE_GPU
-            dag_gpu_run r = run_dag_gpu(d.graph, d.weights, options);
+            trees::dag_gpu_run r = trees::run_dag_accumulate_gpu(d.graph, d.weights, options);
             throw_if_failed(r.result, "gpu");
             values = std::move(r.values);
             device = std::move(r.device);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The scheduler backends of `canopy run-dag`: one run of trees::dag_accumulate_ops over a DAG.
-// The CPU backend lives in cmd_run_dag.cpp; the GPU one in dag_backend_gpu.cu (CANOPY_GPU only).
+// The CPU backend lives in cmd_run_dag.cpp; the GPU one in dag_backend_gpu.cpp (CANOPY_GPU only),
+// over canopy::dags' run_dag_accumulate_gpu.
 #pragma once
 
 #include <cstdint>
