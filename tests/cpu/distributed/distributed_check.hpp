@@ -146,6 +146,96 @@ coverage check_against_single_process(const std::vector<ct::point>& all, const d
   return covered;
 }
 
+// The exchange contract, one body for both engines: `to_space(bytes, size)` copies host bytes into
+// a buffer in ex.space() (returning an owner with .data()), `from_space(owner, bytes, size)` copies
+// back. Uneven and empty parts on purpose: rank 1 sends nothing to anyone in the all-gather, and
+// rank r sends (r + q) % 3 records to rank q in the all-to-all.
+struct record {
+  std::int32_t from, to, index;
+};
+
+template <class ToSpace, class FromSpace>
+void check_exchange_contract(cd::exchange& ex, ToSpace&& to_space, FromSpace&& from_space) {
+  const cd::mpi_context ctx(MPI_COMM_WORLD);
+  const int p = ctx.size(), me = ctx.rank();
+
+  std::vector<std::uint64_t> u{static_cast<std::uint64_t>(me) + 1, 1000u * (static_cast<std::uint64_t>(me) + 1)};
+  auto du = to_space(u.data(), u.size() * sizeof(std::uint64_t));
+  ex.all_reduce(du.data(), 2, cd::element_type::u64, cd::reduce_op::sum);
+  ex.synchronize();
+  from_space(du, u.data(), u.size() * sizeof(std::uint64_t));
+  const auto tri = static_cast<std::uint64_t>(p) * static_cast<std::uint64_t>(p + 1) / 2;
+  EXPECT_EQ(u[0], tri);
+  EXPECT_EQ(u[1], 1000u * tri);
+
+  std::vector<float> f{static_cast<float>(me) - 0.5f, -static_cast<float>(me)};
+  auto df = to_space(f.data(), f.size() * sizeof(float));
+  ex.all_reduce(df.data(), 2, cd::element_type::f32, cd::reduce_op::min);
+  ex.synchronize();
+  from_space(df, f.data(), f.size() * sizeof(float));
+  EXPECT_EQ(f[0], -0.5f);
+  EXPECT_EQ(f[1], -static_cast<float>(p - 1));
+
+  std::vector<double> d{static_cast<double>(me) * 0.25};
+  auto dd = to_space(d.data(), sizeof(double));
+  ex.all_reduce(dd.data(), 1, cd::element_type::f64, cd::reduce_op::max);
+  ex.synchronize();
+  from_space(dd, d.data(), sizeof(double));
+  EXPECT_EQ(d[0], (p - 1) * 0.25);
+
+  // all-gather-v: rank r contributes r == 1 ? 0 : r + 2 records.
+  auto part = [](int r) { return r == 1 ? std::size_t{0} : static_cast<std::size_t>(r) + 2; };
+  std::vector<record> mine;
+  for (std::size_t i = 0; i < part(me); ++i) mine.push_back({me, -1, static_cast<std::int32_t>(i)});
+  std::vector<std::size_t> counts;
+  std::size_t total = 0;
+  for (int r = 0; r < p; ++r) {
+    counts.push_back(part(r));
+    total += part(r);
+  }
+  auto dmine = to_space(mine.data(), mine.size() * sizeof(record));
+  std::vector<record> all(total, record{-9, -9, -9});
+  auto dall = to_space(all.data(), all.size() * sizeof(record));
+  cd::all_gather_v(ex, static_cast<const record*>(static_cast<const void*>(dmine.data())),
+                   static_cast<record*>(static_cast<void*>(dall.data())), counts);
+  ex.synchronize();
+  from_space(dall, all.data(), all.size() * sizeof(record));
+  std::size_t k = 0;
+  for (int r = 0; r < p; ++r) {
+    for (std::size_t i = 0; i < part(r); ++i, ++k) {
+      EXPECT_EQ(all[k].from, r);
+      EXPECT_EQ(all[k].index, static_cast<std::int32_t>(i));
+    }
+  }
+
+  // all-to-all-v: (r + q) % 3 records from r to q, this rank's own part included.
+  std::vector<record> send;
+  std::vector<std::size_t> send_counts, recv_counts;
+  std::size_t incoming = 0;
+  for (int q = 0; q < p; ++q) {
+    const auto n = static_cast<std::size_t>((me + q) % 3);
+    for (std::size_t i = 0; i < n; ++i) send.push_back({me, q, static_cast<std::int32_t>(i)});
+    send_counts.push_back(n);
+    recv_counts.push_back(n);  // (q + me) % 3 from q: the same number
+    incoming += n;
+  }
+  auto dsend = to_space(send.data(), send.size() * sizeof(record));
+  std::vector<record> got(incoming, record{-9, -9, -9});
+  auto dgot = to_space(got.data(), got.size() * sizeof(record));
+  cd::all_to_all_v(ex, static_cast<const record*>(static_cast<const void*>(dsend.data())), send_counts,
+                   static_cast<record*>(static_cast<void*>(dgot.data())), recv_counts);
+  ex.synchronize();
+  from_space(dgot, got.data(), got.size() * sizeof(record));
+  k = 0;
+  for (int q = 0; q < p; ++q) {
+    for (std::size_t i = 0; i < recv_counts[static_cast<std::size_t>(q)]; ++i, ++k) {
+      EXPECT_EQ(got[k].from, q);
+      EXPECT_EQ(got[k].to, me);
+      EXPECT_EQ(got[k].index, static_cast<std::int32_t>(i));
+    }
+  }
+}
+
 inline cd::decomposition_options leaf(int max_leaf, std::uint64_t bucket = 0, int max_depth = 21) {
   cd::decomposition_options o;
   o.max_leaf = max_leaf;

@@ -7,6 +7,8 @@
 #include <canopy/trees/generators.hpp>
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <limits>
 
 namespace cd = canopy::distributed;
@@ -125,6 +127,25 @@ TEST(DistributedOctree, RanksAreContiguousAndBalancedByCount) {
     // The bucket is max(max_leaf, N / (64 P)): a rank's share is within a few buckets of even.
     EXPECT_NEAR(static_cast<double>(held[static_cast<std::size_t>(r)]), even, 0.1 * even + 16) << "rank " << r;
   }
+}
+
+// The exchange contract over MPI on host memory (the GPU test runs the same body over NCCL).
+TEST(DistributedOctree, MpiExchangeKeepsTheContract) {
+  cd::mpi_exchange ex(MPI_COMM_WORLD);
+  struct host_bytes {
+    std::vector<std::byte> bytes;
+    std::byte* data() { return bytes.data(); }
+  };
+  check_exchange_contract(
+      ex,
+      [](const void* from, std::size_t n) {
+        host_bytes b{std::vector<std::byte>(n)};
+        if (n != 0) std::memcpy(b.bytes.data(), from, n);
+        return b;
+      },
+      [](host_bytes& b, void* to, std::size_t n) {
+        if (n != 0) std::memcpy(to, b.bytes.data(), n);
+      });
 }
 
 // A bad point on one rank: every rank throws the same distributed_error naming it, none hangs.

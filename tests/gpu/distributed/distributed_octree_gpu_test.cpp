@@ -13,6 +13,8 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
+#include <cstddef>
 #include <limits>
 #include <memory>
 
@@ -116,6 +118,20 @@ TEST_F(DistributedOctreeGpu, EachRankHoldsOneCell) {
   check(all, round_robin, leaf(8));
 }
 
+// The exchange contract of the CPU test, over NCCL on device memory.
+TEST_F(DistributedOctreeGpu, NcclExchangeKeepsTheContract) {
+  check_exchange_contract(
+      *world().ex,
+      [](const void* from, std::size_t n) {
+        canopy::device_buffer<std::byte> b(n);
+        if (n != 0) EXPECT_EQ(cudaMemcpy(b.data(), from, n, cudaMemcpyHostToDevice), cudaSuccess);
+        return b;
+      },
+      [](canopy::device_buffer<std::byte>& b, void* to, std::size_t n) {
+        if (n != 0) EXPECT_EQ(cudaMemcpy(to, b.data(), n, cudaMemcpyDeviceToHost), cudaSuccess);
+      });
+}
+
 TEST_F(DistributedOctreeGpu, BadInputOnOneRankStopsEveryRank) {
   const cd::mpi_context ctx(MPI_COMM_WORLD);
   std::vector<ct::point> mine = ct::generate_uniform(1000, 29 + static_cast<std::uint64_t>(ctx.rank()));
@@ -130,6 +146,33 @@ TEST_F(DistributedOctreeGpu, BadInputOnOneRankStopsEveryRank) {
     EXPECT_EQ(e.rank(), bad);
     EXPECT_NE(e.cause().find("point 7"), std::string::npos) << e.what();
   }
+}
+
+// A rank that never joins a collective: the others' synchronize gives up at its deadline and
+// aborts the communicator, and the agreement names the rank that timed out; no rank hangs. On a
+// communicator and stream of its own (it ends aborted), and last.
+TEST_F(DistributedOctreeGpu, AMissingPeerEndsInAnErrorNotAHang) {
+  const cd::mpi_context ctx(MPI_COMM_WORLD);
+  if (ctx.size() < 2) GTEST_SKIP() << "needs two ranks";
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cd::nccl_exchange ex(ctx, world().ex->device(), stream, std::chrono::seconds(2));
+  canopy::device_buffer<std::uint64_t> value(1);
+  try {
+    ctx.phase("lonely all-reduce", [&] {
+      if (ctx.rank() == 0) {
+        ex.all_reduce(value.data(), 1, cd::element_type::u64, cd::reduce_op::sum);
+        ex.synchronize();  // rank 1 never comes
+      }
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const cd::distributed_error& e) {
+    EXPECT_EQ(e.rank(), 0);
+    EXPECT_NE(e.cause().find("did not complete within"), std::string::npos) << e.what();
+  }
+  ex.abort();
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // the aborted collective has ended
+  (void)cudaStreamDestroy(stream);
 }
 
 int main(int argc, char** argv) {
