@@ -77,6 +77,7 @@ distributed_octree build_distributed_octree(const mpi_context& ctx, exchange& ex
   std::vector<std::uint64_t> codes;
   std::vector<trees::point> sorted;
   ctx.phase("sort", [&] {
+    if (points.size() > 0x7fffffffu) throw std::length_error("more than 2^31 - 1 points on one rank");
     const std::vector<std::uint64_t> raw = trees::morton_codes(points, cube);
     // (code, index) pairs sorted as one key: stable by construction, and contiguous in memory
     // (an index sort comparing through `raw` was 8x slower on 1M points).
