@@ -178,10 +178,14 @@ class tool_test : public ::testing::Test {
     return run_process(std::move(args), dir_, std::move(extra_env));
   }
 
-  /// No temporary or partial file (a name with ".tmp") left behind in this test's directory.
+  /// No temporary or partial file (a name with ".canopy-incomplete." or ".tmp", the name
+  /// canopy::trees::write_file_atomically gives its temporaries and the old one) left behind in
+  /// this test's directory.
   void expect_no_leftovers() const {
-    for (const auto& e : std::filesystem::directory_iterator(dir_))
+    for (const auto& e : std::filesystem::directory_iterator(dir_)) {
+      EXPECT_EQ(e.path().filename().string().find(".canopy-incomplete."), std::string::npos) << e.path();
       EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+    }
   }
 
   std::filesystem::path dir_;

@@ -43,10 +43,16 @@ def test_write_points_keeps_the_mode_and_follows_links(tmp_path):
     link.symlink_to("p.bin")
     canopy.write_points(link, _points(9))
     assert link.is_symlink() and len(canopy.read_points(f)) == 9
+    # As root, a private copy of /dev/null: a module that followed the link and renamed over its
+    # target must not replace the machine's.
+    device = "/dev/null"
+    if os.geteuid() == 0:
+        device = tmp_path / "private_null"
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
     null = tmp_path / "null"
-    null.symlink_to("/dev/null")
+    null.symlink_to(device)
     canopy.write_points(null, _points(9))
-    assert null.is_symlink()
+    assert null.is_symlink() and stat.S_ISCHR(os.lstat(device).st_mode)
     assert not any(MARKER in p.name for p in tmp_path.iterdir())
 
 
@@ -73,3 +79,9 @@ def test_a_dag_from_a_fifo_is_refused_not_waited_for(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(canopy.InputError, match="not a regular file"):
         canopy.Dag.from_dot(fifo)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="no /proc")
+def test_a_proc_file_is_not_zero_bytes_of_points():
+    with pytest.raises(canopy.InputError, match="/proc or /sys"):
+        canopy.read_points("/proc/cpuinfo")

@@ -27,6 +27,7 @@
 #include "canopy/push_policy.hpp"
 #include "canopy/scheduler_options.hpp"
 #include "canopy/version.hpp"
+#include "canopy/trees/atomic_file.hpp"
 #include "canopy/trees/generators.hpp"
 #include "commands.hpp"
 #include "common.hpp"
@@ -262,11 +263,11 @@ int run_bench(const bench_cli& o, const CLI::App& cmd) {
     if (!o.json.empty()) {
       make_plot(o.json, stem, false);
     } else {
-      const fs::path temp = fs::path(stem.string() + fmt::format(".json.tmp.{}", ::getpid()));
-      write_file_atomically(temp, [&](std::ostream& out) { cb::write_json(report, out); });
-      make_plot(temp, stem, true);
-      std::error_code ec;
-      fs::remove(temp, ec);
+      // Removed when plotting ends, and by the SIGINT/SIGTERM handler while it runs.
+      const canopy::trees::scoped_temporary_file temp(
+          fs::path(stem.string() + fmt::format(".json{}{}", canopy::trees::temporary_marker, ::getpid())));
+      write_file_atomically(temp.path(), [&](std::ostream& out) { cb::write_json(report, out); });
+      make_plot(temp.path(), stem, true);
     }
   }
   if (report.any_wrong_result()) return exit_mismatch;

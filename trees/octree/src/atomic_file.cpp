@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,29 +35,34 @@ struct pending_slot {
 static_assert(std::atomic<int>::is_always_lock_free, "remove_temporary_files must be async-signal-safe");
 pending_slot pending[pending_slots];
 
-// Registers a temporary for the lifetime of the object. A table that is full (64 writers at once)
-// only loses the clean-up on a signal, never the write.
-class pending_temporary {
- public:
-  explicit pending_temporary(const fs::path& tmp) {
-    const std::string& s = tmp.native();
-    if (s.size() >= PATH_MAX) return;
-    for (int i = 0; i < pending_slots; ++i) {
-      int expected = slot_free;
-      if (pending[i].state.compare_exchange_strong(expected, slot_filling, std::memory_order_acquire)) {
-        std::memcpy(pending[i].path, s.c_str(), s.size() + 1);
-        pending[i].state.store(slot_in_use, std::memory_order_release);
-        slot_ = i;
-        return;
-      }
+// Claims a slot for `tmp`, or returns -1. A table that is full (64 writers at once) only loses the
+// clean-up on a signal, never the write.
+int register_temporary(const fs::path& tmp) {
+  const std::string& s = tmp.native();
+  if (s.size() >= PATH_MAX) return -1;
+  for (int i = 0; i < pending_slots; ++i) {
+    int expected = slot_free;
+    if (pending[i].state.compare_exchange_strong(expected, slot_filling, std::memory_order_acquire)) {
+      std::memcpy(pending[i].path, s.c_str(), s.size() + 1);
+      pending[i].state.store(slot_in_use, std::memory_order_release);
+      return i;
     }
   }
-  ~pending_temporary() {
-    if (slot_ < 0) return;
-    // Fails only when a signal handler is removing it: the process is ending; leave the slot.
-    int expected = slot_in_use;
-    pending[slot_].state.compare_exchange_strong(expected, slot_free, std::memory_order_release);
-  }
+  return -1;
+}
+
+void release_temporary(int slot) {
+  if (slot < 0) return;
+  // Fails only when a signal handler is removing it: the process is ending; leave the slot.
+  int expected = slot_in_use;
+  pending[slot].state.compare_exchange_strong(expected, slot_free, std::memory_order_release);
+}
+
+// Registers a temporary for the lifetime of the object.
+class pending_temporary {
+ public:
+  explicit pending_temporary(const fs::path& tmp) : slot_(register_temporary(tmp)) {}
+  ~pending_temporary() { release_temporary(slot_); }
   pending_temporary(const pending_temporary&) = delete;
   pending_temporary& operator=(const pending_temporary&) = delete;
 
@@ -173,6 +179,14 @@ void write_file_atomically(const fs::path& path, const std::function<void(std::o
     fs::remove(tmp, ignored);
     throw;
   }
+}
+
+scoped_temporary_file::scoped_temporary_file(fs::path path) : path_(std::move(path)), slot_(register_temporary(path_)) {}
+
+scoped_temporary_file::~scoped_temporary_file() {
+  std::error_code ignored;
+  fs::remove(path_, ignored);
+  release_temporary(slot_);
 }
 
 void remove_temporary_files() noexcept {

@@ -78,6 +78,11 @@ std::ifstream open_for_reading(const std::filesystem::path& path) {
   if (status.type() != std::filesystem::file_type::regular) throw input_error(path.string(), "not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error(path.string(), "cannot open for reading");
+  // /proc and /sys files say 0 bytes and have contents: the readers go by the size, so such a file
+  // would be "0 bytes" of a points file.
+  if (std::filesystem::file_size(path, ec) == 0 && !ec && in.peek() != std::ifstream::traits_type::eof())
+    throw input_error(path.string(), "its size reads as 0 bytes but it has contents (a /proc or /sys file?): not a points file");
+  in.clear();
   return in;
 }
 

@@ -39,7 +39,24 @@ std::filesystem::path temporary_name_for(const std::filesystem::path& path);
 // The marker every temporary name contains (".canopy-incomplete.").
 inline constexpr const char* temporary_marker = ".canopy-incomplete.";
 
-// Removes the temporary files of the writes in progress in this process. Async-signal-safe (it
+// A temporary file of the caller's own (a JSON handed to a plotting script): registered like the
+// temporaries above, so that remove_temporary_files() removes it on a signal, and removed when
+// the object is destroyed. Holds only the name; the caller creates the file.
+class scoped_temporary_file {
+ public:
+  explicit scoped_temporary_file(std::filesystem::path path);
+  ~scoped_temporary_file();
+  scoped_temporary_file(const scoped_temporary_file&) = delete;
+  scoped_temporary_file& operator=(const scoped_temporary_file&) = delete;
+  const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  int slot_ = -1;
+};
+
+// Removes the temporary files of the writes in progress in this process, and those of the
+// scoped_temporary_file objects alive. Async-signal-safe (it
 // only reads a fixed table and calls unlink): a SIGINT/SIGTERM handler calls it before it ends
 // the process (the `canopy` tool does).
 void remove_temporary_files() noexcept;
