@@ -124,7 +124,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))  // --help, --version
+      return check_standard_output(app.exit(e));
     // `canopy nosuch`: CLI11 says only "A subcommand is required"; name the word and the commands.
     const auto unknown = app.get_subcommands().empty() ? first_word(app.remaining()) : std::nullopt;
     if (unknown) {

@@ -341,6 +341,7 @@ TEST_F(OutputFiles, AFullStdoutIsAnError) {
   expect_one_line(e, 3, "standard output: No space left on device");
   const auto m = run_with({"modes"}, stdout_to::dev_full);
   expect_one_line(m, 3, "standard output");
+  for (const char* help : {"--help", "--version"}) expect_one_line(run_with({help}, stdout_to::dev_full), 3, "standard output");
 }
 
 TEST_F(OutputFiles, AClosedStdoutIsAnErrorAndNothingLandsInTheOutputFile) {
