@@ -23,6 +23,9 @@
 
 #include "force_backend.hpp"
 #include "simulation.hpp"
+#if NBODY_HAVE_MPI
+#include "distributed_run.hpp"
+#endif
 
 namespace {
 
@@ -93,6 +96,18 @@ int main(int argc, char** argv) {
   app.add_option("--max-p99", o.max_p99, "bound on the 99th percentile relative acceleration error at theta 0.5")
       ->capture_default_str();
   app.add_option("--max-drift", o.max_drift, "bound on |E_end - E_0| / |E_0|")->capture_default_str();
+  bool distributed = false;
+  app.add_flag("--distributed", distributed,
+               "run across MPI ranks (each owns its domain's bodies); implied when mpiexec started this process");
+  app.add_option("--balance", o.balance, "distributed: cut the ranks' ranges by body count or by last step's work")
+      ->capture_default_str();
+  app.add_option("--start-rank", o.start_rank, "distributed: the rank holding every body at the start (-1: even slices)")
+      ->capture_default_str();
+  app.add_flag("--check-single", o.check_single,
+               "distributed: compare every body's force with the one-process walk (all bodies gathered on rank 0)");
+  app.add_option("--max-single-p99", o.max_single_p99,
+                 "distributed: bound on the 99th percentile relative difference from the one-process forces")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "progress on stderr")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
@@ -129,6 +144,18 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return fail(nbody::exit_bad_input, e.what());
   }
+#if NBODY_HAVE_MPI
+  if (distributed || nbody::launched_by_mpiexec()) {
+    if (o.backend == "gpu") return fail(nbody::exit_bad_input, "--backend gpu: the distributed run has the CPU path only");
+    try {
+      return nbody::run_distributed(o, argc, argv);
+    } catch (const std::exception& e) {
+      return fail(nbody::exit_run_failed, e.what());
+    }
+  }
+#else
+  if (distributed) return fail(nbody::exit_bad_input, "--distributed: this nbody was built without MPI");
+#endif
   if (o.backend == "gpu" && !nbody::gpu_backend_usable())
     return fail(nbody::exit_no_gpu, nbody::gpu_backend_built()
                                         ? "--backend gpu: no usable CUDA device (use --backend cpu)"

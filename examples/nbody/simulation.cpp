@@ -209,10 +209,7 @@ void require_finite(const std::vector<body_force>& f, int step) {
 
 // ---- accuracy check -----------------------------------------------------------------------------
 
-struct percentiles {
-  double p1 = 0, p50 = 0, p99 = 0, max = 0;
-  std::size_t count = 0;
-};
+}  // namespace
 
 percentiles percentiles_of(std::vector<double> v) {
   percentiles p;
@@ -230,6 +227,8 @@ percentiles percentiles_of(std::vector<double> v) {
   p.max = v.back();
   return p;
 }
+
+namespace {
 
 std::vector<std::int32_t> check_targets(std::size_t n, std::size_t sample) {
   const std::size_t s = (sample == 0 || sample >= n) ? n : sample;
@@ -572,6 +571,23 @@ int run_gpu(const sim_options& o, const std::vector<ct::point>& pos0, const std:
 
 }  // namespace
 
+void initial_conditions(const sim_options& o, std::vector<ct::point>& pos, std::vector<vec3>& vel) {
+  switch (o.dist) {
+    case ct::distribution::plummer:
+      pos = ct::generate_plummer(o.n, o.seed);
+      vel = plummer_velocities(pos, o.seed);
+      break;
+    case ct::distribution::uniform:
+      pos = ct::generate_uniform(o.n, o.seed);
+      vel.assign(o.n, vec3{0, 0, 0});
+      break;
+    default:
+      pos = ct::generate_clusters(o.n, o.seed);
+      vel.assign(o.n, vec3{0, 0, 0});
+      break;
+  }
+}
+
 void validate(const sim_options& o) {
   if (o.n < 2) throw std::invalid_argument(fmt::format("--n must be at least 2, not {}", o.n));
   if (o.n > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
@@ -589,6 +605,11 @@ void validate(const sim_options& o) {
   if (o.backend != "cpu" && o.backend != "gpu" && o.backend != "auto")
     throw std::invalid_argument(fmt::format("--backend must be cpu, gpu or auto, not '{}'", o.backend));
   if (o.dist == ct::distribution::lattice) throw std::invalid_argument("--dist must be plummer, uniform or clusters");
+  if (o.balance != "count" && o.balance != "work")
+    throw std::invalid_argument(fmt::format("--balance must be count or work, not '{}'", o.balance));
+  if (o.start_rank < -1) throw std::invalid_argument(fmt::format("--start-rank must be a rank or -1, not {}", o.start_rank));
+  if (!(o.max_single_p99 >= 0))
+    throw std::invalid_argument(fmt::format("--max-single-p99 must be a number >= 0, not {}", o.max_single_p99));
 }
 
 int run_simulation(const sim_options& o) {
@@ -603,20 +624,7 @@ int run_simulation(const sim_options& o) {
   const auto t0 = clock_type::now();
   std::vector<ct::point> pos;
   std::vector<vec3> vel;
-  switch (o.dist) {
-    case ct::distribution::plummer:
-      pos = ct::generate_plummer(o.n, o.seed);
-      vel = plummer_velocities(pos, o.seed);
-      break;
-    case ct::distribution::uniform:
-      pos = ct::generate_uniform(o.n, o.seed);
-      vel.assign(o.n, vec3{0, 0, 0});
-      break;
-    default:
-      pos = ct::generate_clusters(o.n, o.seed);
-      vel.assign(o.n, vec3{0, 0, 0});
-      break;
-  }
+  initial_conditions(o, pos, vel);
   spdlog::info("{} bodies, {} ({}), seed {} ({:.1f} ms)", o.n, ct::to_string(o.dist),
                o.dist == ct::distribution::plummer ? "equilibrium velocities" : "at rest", o.seed, ms_since(t0));
 

@@ -10,6 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "resident.hpp"
 
 namespace nbody {
 
@@ -35,6 +38,14 @@ struct sim_options {
   double max_p99 = 1e-2;
   double max_drift = 1e-3;
   std::size_t direct_energy_limit = 50000;  // direct-summation energies up to this N (else the tree's)
+
+  // Under mpiexec (distributed_run.hpp): how the ranks' ranges are cut ("count" or "work": the
+  // previous step's interactions per body), the rank that holds every body at the start (-1: even
+  // slices), and the comparison with the one-process walk over all bodies gathered (small N only).
+  std::string balance = "count";
+  int start_rank = -1;
+  bool check_single = false;
+  double max_single_p99 = 1e-4;  // bound on the 99th percentile relative difference from it
 };
 
 // Exit codes of the program.
@@ -43,6 +54,17 @@ inline constexpr int exit_check_failed = 1;
 inline constexpr int exit_bad_input = 2;
 inline constexpr int exit_run_failed = 3;
 inline constexpr int exit_no_gpu = 77;  // --backend gpu without a usable device (ctest's skip code)
+
+// The initial bodies and velocities of `o` (dist, n, seed): the same on every rank and for every
+// rank count.
+void initial_conditions(const sim_options& o, std::vector<canopy::trees::point>& pos, std::vector<vec3>& vel);
+
+// Nearest-rank percentiles of a sample (the accuracy checks).
+struct percentiles {
+  double p1 = 0, p50 = 0, p99 = 0, max = 0;
+  std::size_t count = 0;
+};
+percentiles percentiles_of(std::vector<double> v);
 
 // Throws std::invalid_argument with one clear message for bad options.
 void validate(const sim_options& o);

@@ -146,8 +146,10 @@ inline constexpr int walk_stack_size = 7 * ct::max_octree_depth + 8;
 
 // Force on body `self` (an index into t.points) at position (x, y, z), which is t.points[self]:
 // its own contribution is skipped by index. Pass self = -1 to evaluate at an arbitrary position.
+// `interactions`, when given, counts the accepted nodes and the bodies summed (the body's work,
+// which the distributed run balances by).
 CANOPY_HD inline body_force walk_one(const walk_tree& t, std::int32_t self, float x, float y, float z,
-                                     const walk_params& p) {
+                                     const walk_params& p, std::uint32_t* interactions = nullptr) {
   body_force f{0.f, 0.f, 0.f, 0.f};
   const float inv_theta = 1.0f / p.theta;
   std::int32_t stack[walk_stack_size];
@@ -162,6 +164,7 @@ CANOPY_HD inline body_force walk_one(const walk_tree& t, std::int32_t self, floa
     const float reach = opening_reach(m, inv_theta);
     if (r2 > reach * reach) {
       add_cell(rx, ry, rz, moments_of(m), p, f);  // accepted: the node's multipole
+      if (interactions != nullptr) ++*interactions;
       continue;
     }
     const std::int32_t children = t.child_count[n];
@@ -173,6 +176,7 @@ CANOPY_HD inline body_force walk_one(const walk_tree& t, std::int32_t self, floa
         const ct::point q = t.points[j];
         add_body(q.x - x, q.y - y, q.z - z, q.m, p.eps2, f);
       }
+      if (interactions != nullptr) *interactions += static_cast<std::uint32_t>(e - b);
       continue;
     }
     const std::int32_t first = t.first_child[n];
