@@ -17,10 +17,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <canopy/distributed/mpi_context.hpp>
@@ -316,16 +318,22 @@ class dist_checker {
   std::vector<std::string> lines_;
 };
 
-// Host threads per rank: the cores of this host shared by its ranks, unless --threads says.
-unsigned threads_per_rank(unsigned requested) {
-  if (requested != 0) return requested;
+// This rank's place among the ranks of its host: (its index, their number).
+std::pair<int, int> host_local_rank() {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-  int local = 1;
+  int index = 0, local = 1;
+  MPI_Comm_rank(node, &index);
   MPI_Comm_size(node, &local);
   MPI_Comm_free(&node);
+  return {index, local};
+}
+
+// Host threads per rank: the cores of this host shared by its ranks, unless --threads says.
+unsigned threads_per_rank(unsigned requested, int local_ranks) {
+  if (requested != 0) return requested;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return std::max(1u, cores / static_cast<unsigned>(std::max(1, local)));
+  return std::max(1u, cores / static_cast<unsigned>(std::max(1, local_ranks)));
 }
 
 void print_header() {
@@ -337,7 +345,9 @@ void print_header() {
 
 int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
   const bool root = ctx.rank() == 0;
-  const unsigned threads = threads_per_rank(o.threads);
+  const auto [local_rank, local_ranks] = host_local_rank();
+  const unsigned threads = threads_per_rank(o.threads, local_ranks);
+  const bool use_gpu = o.backend == "gpu" || (o.backend == "auto" && gpu_backend_usable());
   ct::set_host_threads(threads);
   canopy::scheduler_options sopt;
   sopt.mode = o.mode;
@@ -374,6 +384,13 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
   wp.quadrupole = o.quadrupole;
   const balance_by balance = o.balance == "work" ? balance_by::work : balance_by::count;
   distributed_step step(ctx, ex, o.max_leaf, balance, sopt, threads);
+  // The GPU walk: one device per rank of a host (local rank modulo the devices).
+  std::unique_ptr<gpu_walker> walker;
+  ctx.phase("device", [&] {
+    if (use_gpu) walker = make_gpu_walker(local_rank);
+  });
+  step.set_gpu_walker(walker.get());
+  if (walker) spdlog::info("rank 0 walks on {}", walker->describe());
   const float dt = static_cast<float>(o.dt), half_dt = 0.5f * dt;
   std::vector<body_force> forces;
 
@@ -434,8 +451,9 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
     out += fmt::format("\nsummary   {} bodies, {} steps of dt {}, theta {}, softening {}, {} per leaf at most, {}\n", o.n,
                        o.steps, o.dt, o.theta, o.softening, o.max_leaf,
                        o.quadrupole ? "monopole + quadrupole" : "monopole only");
-    out += fmt::format("backend   cpu, {} ranks (mpi exchange), {} threads per rank, mode {}, balance by {}\n", ctx.size(),
-                       threads, canopy::to_string(o.mode), o.balance);
+    out += fmt::format("backend   {}, {} ranks (mpi exchange), {} threads per rank, mode {}, balance by {}\n",
+                       walker ? "gpu walk (" + walker->describe() + " on rank 0), the rest on host threads" : std::string("cpu"),
+                       ctx.size(), threads, canopy::to_string(o.mode), o.balance);
     out += fmt::format("ranks     last step: bodies per rank min {} max {}; global tree {} nodes, {} leaves\n",
                        *std::min_element(held.begin(), held.end()), *std::max_element(held.begin(), held.end()),
                        step.tree().top.node_count(), step.tree().top.leaves.size());
@@ -464,6 +482,12 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
 }
 
 }  // namespace
+
+#if !NBODY_HAVE_GPU
+std::unique_ptr<gpu_walker> make_gpu_walker(int) {
+  throw std::runtime_error("--backend gpu: this nbody was built without CUDA (CANOPY_GPU=OFF)");
+}
+#endif
 
 bool distributed_built() { return true; }
 

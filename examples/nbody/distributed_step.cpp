@@ -93,6 +93,41 @@ std::vector<std::uint64_t> sort_by_code(std::vector<dist_body>& bodies, const ct
   return codes;
 }
 
+// The GPU walk's groups (group_walk.cuh's make_walk_groups_kernel, on the host): the largest nodes
+// of at most 32 bodies, consecutive siblings merged while they fit, a bigger leaf cut in runs of 32;
+// packed as (first body << 5) | (count - 1).
+std::vector<std::uint64_t> walk_groups(const ct::octree& t) {
+  std::vector<std::uint64_t> groups;
+  const auto add = [&](std::int32_t begin, std::int32_t count) {
+    groups.push_back((static_cast<std::uint64_t>(begin) << 5) | static_cast<std::uint64_t>(count - 1));
+  };
+  for (std::int32_t i = 0; i < t.node_count(); ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const std::int32_t count = t.point_count[k];
+    if (count <= 32) {
+      if (t.parent[k] < 0 && count > 0) add(t.point_begin[k], count);
+      continue;
+    }
+    if (t.child_count[k] == 0) {
+      for (std::int32_t r = 0; r < count; r += 32) add(t.point_begin[k] + r, std::min(32, count - r));
+      continue;
+    }
+    std::int32_t run_begin = 0, run_count = 0;
+    for (std::int32_t c = t.first_child[k]; c < t.first_child[k] + t.child_count[k]; ++c) {
+      const std::int32_t kc = t.point_count[static_cast<std::size_t>(c)];
+      if (run_count > 0 && (kc > 32 || run_count + kc > 32)) {
+        add(run_begin, run_count);
+        run_count = 0;
+      }
+      if (kc > 32 || kc == 0) continue;
+      if (run_count == 0) run_begin = t.point_begin[static_cast<std::size_t>(c)];
+      run_count += kc;
+    }
+    if (run_count > 0) add(run_begin, run_count);
+  }
+  return groups;
+}
+
 std::vector<std::size_t> to_sizes(const std::vector<std::uint64_t>& v) { return {v.begin(), v.end()}; }
 
 }  // namespace
@@ -193,6 +228,7 @@ void distributed_step::rebuild(std::vector<dist_body>& bodies, dist_phase_times&
       tree_.branches.push_back(at);
     }
   });
+  if (walker_ != nullptr) groups_ = walk_groups(tree_.local);
   times.build = ms_since(clock);
 
   // 4. The distributed upward pass.
@@ -373,6 +409,14 @@ void distributed_step::forces(std::vector<dist_body>& bodies, const walk_params&
   const walk_tree view{points_.data(), first_child_.data(), child_count_.data(), point_begin_.data(), point_count_.data(),
                        payload_.data()};
   out.resize(bodies.size());
+  if (walker_ != nullptr) {
+    gpu_walk_times gt;
+    walker_->walk(view, static_cast<std::int32_t>(total), static_cast<std::int32_t>(points_.size()),
+                  static_cast<std::int32_t>(bodies.size()), groups_, params, out.data(), gt);
+    times.let += gt.upload_ms;
+    times.walk = gt.walk_ms;
+    return;
+  }
   parallel_for(bodies.size(), threads_, 256, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) {
       std::uint32_t interactions = 0;

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "distributed_walk_gpu.hpp"
 #include "resident.hpp"
 #include "tree_walk.hpp"
 
@@ -79,6 +80,10 @@ class distributed_step {
   void forces(std::vector<dist_body>& bodies, const walk_params& params, std::vector<body_force>& out,
               dist_phase_times& times, bool record_work);
 
+  // The walk on this rank's GPU instead of host threads (the rest of the step stays on the host;
+  // the walk then records no work, so --balance work cuts by count).
+  void set_gpu_walker(gpu_walker* walker) { walker_ = walker; }
+
   const canopy::distributed::distributed_octree& tree() const { return tree_; }
   const let_stats& last_let() const { return let_; }
   std::int64_t walk_nodes() const { return static_cast<std::int64_t>(first_child_.size()); }
@@ -93,6 +98,8 @@ class distributed_step {
   canopy::distributed::distributed_octree tree_;
   canopy::distributed::distributed_moments moments_;
   let_stats let_;
+  gpu_walker* walker_ = nullptr;
+  std::vector<std::uint64_t> groups_;  // the GPU walk's groups of this rank's bodies
   // The walk's tree (walk_tree views these): top nodes, then local nodes, then received ones.
   std::vector<std::int32_t> first_child_, child_count_, point_begin_, point_count_;
   std::vector<canopy::trees::multipole<float>> payload_;

@@ -146,7 +146,8 @@ int main(int argc, char** argv) {
   }
 #if NBODY_HAVE_MPI
   if (distributed || nbody::launched_by_mpiexec()) {
-    if (o.backend == "gpu") return fail(nbody::exit_bad_input, "--backend gpu: the distributed run has the CPU path only");
+    if (o.backend == "gpu" && !nbody::gpu_backend_usable())
+      return fail(nbody::exit_no_gpu, "--backend gpu: no usable CUDA device, or built without CUDA (use --backend cpu)");
     try {
       return nbody::run_distributed(o, argc, argv);
     } catch (const std::exception& e) {
