@@ -30,7 +30,8 @@ int run_convert(const convert_options& o) {
   trees::write_points(o.output, points);  // temporary file + rename: never half-written
   write.done(fmt::format("wrote {}", o.output));
   const bool generated = o.input.starts_with("gen:");
-  fmt::print("converted {} points from {} ({}) to {} ({})\n", grouped(static_cast<long long>(points.size())), o.input,
+  fmt::print(summary_stream(o.output), "converted {} points from {} ({}) to {} ({})\n",
+             grouped(static_cast<long long>(points.size())), o.input,
              generated ? "generated" : trees::to_string(trees::detect_point_format(o.input)), o.output,
              trees::format_of(o.output) == trees::point_format::csv ? "CSV" : "binary");
   return exit_ok;

@@ -39,7 +39,7 @@ int run_dot(const dot_options& o) {
   stage w;
   canopy::trees::write_dot(graph, out);  // temporary file + rename: never half-written
   w.done(fmt::format("wrote {}", o.output));
-  fmt::print("wrote {} vertices and {} edges (child -> parent) to {}\n",
+  fmt::print(summary_stream(out), "wrote {} vertices and {} edges (child -> parent) to {}\n",
              grouped(static_cast<long long>(boost::num_vertices(graph))),
              grouped(static_cast<long long>(boost::num_edges(graph))), o.output);
   return exit_ok;

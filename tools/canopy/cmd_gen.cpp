@@ -68,8 +68,8 @@ int run_gen(const gen_options& o, const CLI::App& cmd) {
   // A device or FIFO written in place has no size to report.
   std::error_code ec;
   const auto bytes = std::filesystem::is_regular_file(out, ec) ? std::filesystem::file_size(out, ec) : 0;
-  fmt::print("wrote {} points ({}, seed {}) to {} ({}{})\n", grouped(static_cast<long long>(points.size())),
-             trees::to_string(dist), o.seed, o.output,
+  fmt::print(summary_stream(out), "wrote {} points ({}, seed {}) to {} ({}{})\n",
+             grouped(static_cast<long long>(points.size())), trees::to_string(dist), o.seed, o.output,
              trees::format_of(out) == trees::point_format::csv ? "CSV" : "binary",
              ec || bytes == 0 ? "" : ", " + grouped(static_cast<long long>(bytes)) + " bytes");
   return exit_ok;

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "canopy/trees/atomic_file.hpp"
@@ -231,6 +232,13 @@ void reserve_standard_streams() {
       ::close(held);
     }
   }
+}
+
+std::FILE* summary_stream(const std::filesystem::path& output) {
+  struct stat out {}, file {};
+  const bool same = ::fstat(STDOUT_FILENO, &out) == 0 && ::stat(output.c_str(), &file) == 0 &&
+                    out.st_dev == file.st_dev && out.st_ino == file.st_ino;
+  return same ? stderr : stdout;
 }
 
 int check_standard_output(int code) {

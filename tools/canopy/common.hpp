@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <iosfwd>
@@ -94,6 +95,11 @@ void check_output_path(const std::string& subject, const std::filesystem::path& 
 /// (canopy::trees::write_file_atomically), so a failure leaves either the old file or none, never
 /// half of a new one; a missing directory or a directory in the way is a usage_error.
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
+
+/// Where a command's summary line ("wrote ... to FILE") goes: stdout, or stderr when FILE is the
+/// same file or pipe as stdout (`-o /dev/stdout`), so that the summary does not end up inside the
+/// output. Call after the file is written.
+std::FILE* summary_stream(const std::filesystem::path& output);
 
 /// SIGINT, SIGTERM and SIGHUP remove the temporary file of an output being written
 /// (canopy::trees::remove_temporary_files), then end the process by the same signal. A signal the

@@ -229,6 +229,42 @@ TEST_F(OutputFiles, AFifoIsWrittenInPlace) {
   expect_no_temporaries();
 }
 
+// -o a link to /proc/self/fd/1 (what /dev/stdout is) with stdout a pipe: the points go down the
+// pipe, whole, and the summary line goes to stderr instead of into the points. (A private link,
+// not /dev/stdout: a canopy from before the fix, run as root, would rename a file over the link.)
+TEST_F(OutputFiles, StdoutAsTheOutputGetsOnlyTheFile) {
+  const auto link = path("stdout_link");
+  fs::create_symlink("/proc/self/fd/1", link);
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::string received;
+  std::thread reader([&] {
+    char buffer[1 << 16];
+    for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) > 0;) received.append(buffer, static_cast<std::size_t>(n));
+  });
+  std::string tool = canopy::test::canopy_tool_path(), gen = "gen", dist = "--dist", uniform = "uniform", n = "-n",
+              count = "300", o = "-o", target = link.string();
+  char* argv[] = {tool.data(), gen.data(), dist.data(), uniform.data(), n.data(), count.data(), o.data(), target.data(), nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  const auto err = path("stderr.txt");
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &actions, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  reader.join();
+  ::close(fds[0]);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(err);
+  EXPECT_EQ(received.size(), binary_bytes(300));
+  EXPECT_NE(slurp(err).find("wrote 300 points"), std::string::npos) << slurp(err);
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link)));
+}
+
 // A link to a regular file: the file it points to gets the new points; the link stays a link.
 // A dangling link: its target is created.
 TEST_F(OutputFiles, ALinkToAFileReplacesTheFileNotTheLink) {
