@@ -9,14 +9,18 @@
 #include <canopy/cuda/device_buffer.hpp>
 #include <canopy/distributed/device_distributed_octree.hpp>
 #include <canopy/distributed/nccl_exchange.hpp>
+#include <canopy/distributed/watchdog.hpp>
 #include <canopy/trees/generators.hpp>
 
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 namespace cd = canopy::distributed;
 namespace ct = canopy::trees;
@@ -24,9 +28,14 @@ using namespace distributed_check;
 
 namespace {
 
+// The longest the whole program may run on a rank before its watchdog ends it (and mpiexec the
+// others) with a line naming the rank: a hang the tests did not foresee still ends, in an error.
+constexpr auto program_limit = std::chrono::seconds(240);
+
 // One NCCL communicator for the whole program (its set-up costs a few hundred ms), on a stream of
 // this rank's device; null when any rank has no device.
 struct gpu_world {
+  std::unique_ptr<cd::watchdog> dog;
   cudaStream_t stream = nullptr;
   std::unique_ptr<cd::nccl_exchange> ex;
 };
@@ -35,6 +44,8 @@ gpu_world& world() {
   static gpu_world w = [] {
     gpu_world g;
     const cd::mpi_context ctx(MPI_COMM_WORLD);
+    g.dog = std::make_unique<cd::watchdog>(ctx, program_limit);
+    g.dog->enter("distributed_octree_gpu_test");
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
     if (ctx.min(devices) == 0) return g;
@@ -50,6 +61,41 @@ gpu_world& world() {
     return g;
   }();
   return w;
+}
+
+// Whether `stream` drains within `limit` (polled; never an unbounded wait).
+bool drains(cudaStream_t stream, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(stream);
+    if (e == cudaSuccess) return true;
+    if (e != cudaErrorNotReady || std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// cudaDeviceSynchronize, waited for at most `limit` (on a thread of its own, left behind when it
+// does not return): whether it returned cudaSuccess in time.
+bool device_idle(int device, std::chrono::milliseconds limit) {
+  struct shared {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    cudaError_t result = cudaSuccess;
+  };
+  auto s = std::make_shared<shared>();
+  std::thread([s, device] {
+    (void)cudaSetDevice(device);
+    const cudaError_t e = cudaDeviceSynchronize();
+    {
+      std::lock_guard lock(s->m);
+      s->done = true;
+      s->result = e;
+    }
+    s->cv.notify_all();
+  }).detach();
+  std::unique_lock lock(s->m);
+  return s->cv.wait_for(lock, limit, [&] { return s->done; }) && s->result == cudaSuccess;
 }
 
 struct device_run {
@@ -86,7 +132,7 @@ class DistributedOctreeGpu : public ::testing::Test {
   }
   void TearDown() override {
     if (world().ex) {
-      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      EXPECT_TRUE(device_idle(world().ex->device(), std::chrono::seconds(30))) << "the device did not drain in 30 s";
       EXPECT_EQ(cudaGetLastError(), cudaSuccess);
     }
   }
@@ -148,12 +194,16 @@ TEST_F(DistributedOctreeGpu, BadInputOnOneRankStopsEveryRank) {
   }
 }
 
-// A rank that never joins a collective: the others' synchronize gives up at its deadline and
-// aborts the communicator, and the agreement names the rank that timed out; no rank hangs. On a
-// communicator and stream of its own (it ends aborted), and last.
+// A rank that never joins a collective: rank 0's all-reduce on a fresh communicator waits for its
+// peers (NCCL connects them on a communicator's first collective), gives up at the exchange's
+// deadline and aborts the communicator, and the agreement names rank 0 on every rank; every rank
+// then aborts its own communicator, and the stream drains. Each wait is bounded; the whole test
+// must end within a few deadlines. On a communicator and stream of its own (it ends aborted), and
+// last.
 TEST_F(DistributedOctreeGpu, AMissingPeerEndsInAnErrorNotAHang) {
   const cd::mpi_context ctx(MPI_COMM_WORLD);
   if (ctx.size() < 2) GTEST_SKIP() << "needs two ranks";
+  const auto start = std::chrono::steady_clock::now();
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   cd::nccl_exchange ex(ctx, world().ex->device(), stream, std::chrono::seconds(2));
@@ -170,15 +220,22 @@ TEST_F(DistributedOctreeGpu, AMissingPeerEndsInAnErrorNotAHang) {
     EXPECT_EQ(e.rank(), 0);
     EXPECT_NE(e.cause().find("did not complete within"), std::string::npos) << e.what();
   }
-  ex.abort();
-  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);  // the aborted collective has ended
-  (void)cudaStreamDestroy(stream);
+  ex.abort();  // rank 0's is aborted already; the others' communicators have lost their peer
+  const bool drained = drains(stream, std::chrono::seconds(20));
+  EXPECT_TRUE(drained) << "the aborted collective still runs 20 s after the abort";
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 60.0) << "the missing peer took " << seconds << " s to end in an error";
+  if (drained) (void)cudaStreamDestroy(stream);  // else left: destroying it could wait for the kernel
 }
 
 int main(int argc, char** argv) {
   return run_all_tests_under_mpi(argc, argv, [] {
     gpu_world& w = world();
-    w.ex.reset();
+    w.ex.reset();  // bounded: it waits for the stream and the finalisation at most its timeout
     if (w.stream != nullptr) (void)cudaStreamDestroy(w.stream);
+    if (w.dog) {
+      w.dog->leave();
+      w.dog.reset();
+    }
   });
 }
