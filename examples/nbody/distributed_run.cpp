@@ -115,12 +115,12 @@ std::vector<T> gather_all(const cd::mpi_context& ctx, cd::exchange& ex, const st
 }
 
 // The phases of one step on this rank, and their min and max over ranks.
-constexpr int phase_count = 8;
-constexpr const char* phase_names[phase_count] = {"decompose", "migrate", "build", "upward", "top tree", "essential",
-                                                  "walk", "integrate"};
+constexpr int phase_count = 9;
+constexpr const char* phase_names[phase_count] = {"wait",     "decompose", "migrate", "build",    "upward",
+                                                  "top tree", "essential", "walk",    "integrate"};
 
 std::array<double, phase_count> as_array(const dist_phase_times& t, double integrate) {
-  return {t.decompose, t.migrate, t.build, t.upward, t.top, t.let, t.walk, integrate};
+  return {t.wait, t.decompose, t.migrate, t.build, t.upward, t.top, t.let, t.walk, integrate};
 }
 
 struct spread {

@@ -82,13 +82,34 @@ std::vector<std::uint64_t> sort_by_code(std::vector<dist_body>& bodies, const ct
   parallel_for(n, threads, 1 << 16, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) order[i] = {ct::morton_code(bodies[i].p, grid), static_cast<std::uint32_t>(i)};
   });
-  std::sort(order.begin(), order.end());  // (code, index): the stable order
+  // (code, index) pairs are distinct, so any sort gives the stable order: chunks sorted on their
+  // threads, then merged pairwise (16M bodies per rank would spend seconds in one std::sort).
+  const std::size_t parts = std::max<std::size_t>(1, std::min<std::size_t>(threads, n / 65536));
+  std::vector<std::size_t> bound(parts + 1);
+  for (std::size_t k = 0; k <= parts; ++k) bound[k] = k * n / parts;
+  parallel_for(parts, threads, 1, [&](std::size_t pb, std::size_t pe) {
+    for (std::size_t k = pb; k < pe; ++k) std::sort(order.begin() + bound[k], order.begin() + bound[k + 1]);
+  });
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> scratch(parts > 1 ? n : 0);
+  for (std::size_t width = 1; width < parts; width *= 2) {
+    const std::size_t pairs = (parts + 2 * width - 1) / (2 * width);
+    parallel_for(pairs, threads, 1, [&](std::size_t qb, std::size_t qe) {
+      for (std::size_t q = qb; q < qe; ++q) {
+        const std::size_t lo = bound[2 * width * q], mid = bound[std::min(parts, 2 * width * q + width)],
+                          hi = bound[std::min(parts, 2 * width * (q + 1))];
+        std::merge(order.begin() + lo, order.begin() + mid, order.begin() + mid, order.begin() + hi, scratch.begin() + lo);
+      }
+    });
+    order.swap(scratch);
+  }
   std::vector<dist_body> sorted(n);
   std::vector<std::uint64_t> codes(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    sorted[i] = bodies[order[i].second];
-    codes[i] = order[i].first;
-  }
+  parallel_for(n, threads, 1 << 16, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      sorted[i] = bodies[order[i].second];
+      codes[i] = order[i].first;
+    }
+  });
   bodies.swap(sorted);
   return codes;
 }
@@ -140,6 +161,10 @@ void distributed_step::rebuild(std::vector<dist_body>& bodies, dist_phase_times&
   auto clock = clock_type::now();
   const auto ranks = static_cast<std::size_t>(ctx_.size());
   const auto rank = static_cast<std::size_t>(ctx_.rank());
+
+  // The wait for the others apart, so that the phases below time this rank's work.
+  MPI_Barrier(ctx_.comm());
+  times.wait = ms_since(clock);
 
   // 1. Decompose.
   std::vector<ct::point> pos(bodies.size());

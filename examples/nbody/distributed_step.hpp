@@ -51,6 +51,7 @@ enum class balance_by { count, work };
 
 // Wall-clock milliseconds of each phase on this rank.
 struct dist_phase_times {
+  double wait = 0;       // for the slowest rank at the step's start (a barrier: the imbalance of the last step)
   double decompose = 0;  // global cube, Morton sort, global tree, balance
   double migrate = 0;    // the all-to-all-v of the bodies and their sort
   double build = 0;      // the local octree and the branch locations
