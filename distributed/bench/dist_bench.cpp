@@ -11,11 +11,17 @@
 // over ranks (load imbalance shows as their gap). --validate checks every node without gathering
 // the points: each rank's local tree against reference_upward_pass (double) of that tree, and the
 // global tree against its combination in double of the reference's branch payloads.
+// The upward pass is reported in parts: the runner's graph for the step's tree (set_tree), the
+// pass alone (host clock, and its stream time by CUDA events on the GPU), and the wait for the
+// slowest rank's pass (the agreement after it). --per-rank prints each rank's local tree (points,
+// nodes, leaves, depth, owned global leaves) beside its pass times: where the time of the slowest
+// rank comes from. --tasks and --mode choose the pass's task kind and scheduler mode.
 // Exit status: 0, 1 on a failed check or a failure of any rank (one line naming the rank), 2 on a
 // bad argument.
 #include <canopy/distributed/distributed_octree.hpp>
 #include <canopy/distributed/mpi_exchange.hpp>
 #include <canopy/distributed/watchdog.hpp>
+#include <canopy/mode.hpp>
 #include <canopy/trees/generators.hpp>
 #include <canopy/trees/reference.hpp>
 #if CANOPY_DISTRIBUTED_HAVE_NCCL
@@ -52,13 +58,18 @@ struct arguments {
   int runs = 5;
   std::uint64_t seed = 1;
   bool validate = false;
+  bool per_rank = false;
+  bool probe = false;  // --probe: the costs the pass graph's build is made of, on every rank at once
+  std::string tasks;  // node, twig or bucket; default: default_pass_tasks(backend)
+  std::string mode;   // a scheduler mode (canopy::parse_mode); default: scheduler_options' default
   double watchdog_s = 300;
 };
 
 const char* usage =
     "usage: canopy-dist-bench [--points N per rank (1000000)] [--exchange mpi|nccl] [--backend cpu|gpu]\n"
     "                         [--max-leaf L (32)] [--bucket B (0: auto)] [--runs R (5)] [--seed S (1)]\n"
-    "                         [--validate] [--watchdog S (300)]\n";
+    "                         [--validate] [--per-rank] [--probe] [--tasks node|twig|bucket] [--mode M]\n"
+    "                         [--watchdog S (300)]\n";
 
 std::optional<arguments> parse(int argc, char** argv, std::string& problem) {
   arguments a;
@@ -74,8 +85,12 @@ std::optional<arguments> parse(int argc, char** argv, std::string& problem) {
     try {
       if (k == "--validate") {
         a.validate = true;
+      } else if (k == "--per-rank") {
+        a.per_rank = true;
+      } else if (k == "--probe") {
+        a.probe = true;
       } else if (k == "--points" || k == "--exchange" || k == "--backend" || k == "--max-leaf" || k == "--bucket" ||
-                 k == "--runs" || k == "--seed" || k == "--watchdog") {
+                 k == "--runs" || k == "--seed" || k == "--watchdog" || k == "--tasks" || k == "--mode") {
         const auto v = value();
         if (!v) return std::nullopt;
         if (k == "--points") a.points = std::stoull(*v);
@@ -86,6 +101,8 @@ std::optional<arguments> parse(int argc, char** argv, std::string& problem) {
         if (k == "--runs") a.runs = std::stoi(*v);
         if (k == "--seed") a.seed = std::stoull(*v);
         if (k == "--watchdog") a.watchdog_s = std::stod(*v);
+        if (k == "--tasks") a.tasks = *v;
+        if (k == "--mode") a.mode = *v;
       } else if (k == "--help" || k == "-h") {
         problem = "";
         return std::nullopt;
@@ -102,7 +119,10 @@ std::optional<arguments> parse(int argc, char** argv, std::string& problem) {
   if (a.exchange != "mpi" && a.exchange != "nccl") problem = "--exchange must be mpi or nccl";
   if (a.backend != "cpu" && a.backend != "gpu") problem = "--backend must be cpu or gpu";
   if (a.exchange == "nccl" && a.backend != "gpu") problem = "--exchange nccl runs the gpu backend";
+  if (a.probe && a.exchange != "nccl") problem = "--probe times the device: it needs --exchange nccl";
   if (a.runs < 1) problem = "--runs must be at least 1";
+  if (!a.tasks.empty() && !ct::parse_pass_tasks(a.tasks)) problem = "--tasks must be node, twig or bucket";
+  if (!a.mode.empty() && !canopy::parse_mode(a.mode)) problem = "--mode: unknown scheduler mode " + a.mode;
   if (!problem.empty()) return std::nullopt;
   return a;
 }
@@ -196,6 +216,74 @@ bool validate(const cd::mpi_context& ctx, const cd::global_tree& top, const ct::
   return all_ok != 0;
 }
 
+// Rank 0 prints every rank's `line`, in rank order.
+void print_in_rank_order(const cd::mpi_context& ctx, const std::string& line) {
+  for (int r = 0; r < ctx.size(); ++r) {
+    if (r == ctx.rank() && r != 0) {
+      MPI_Send(line.c_str(), static_cast<int>(line.size()), MPI_CHAR, 0, 8, ctx.comm());
+    }
+    if (ctx.rank() == 0) {
+      if (r == 0) {
+        std::printf("%s\n", line.c_str());
+      } else {
+        MPI_Status st;
+        MPI_Probe(r, 8, ctx.comm(), &st);
+        int n = 0;
+        MPI_Get_count(&st, MPI_CHAR, &n);
+        std::string other(static_cast<std::size_t>(n), '\0');
+        MPI_Recv(other.data(), n, MPI_CHAR, r, 8, ctx.comm(), MPI_STATUS_IGNORE);
+        std::printf("%s\n", other.c_str());
+      }
+    }
+  }
+  std::fflush(stdout);
+}
+
+// This rank's local tree in a few numbers (--per-rank).
+std::string describe_local(const cd::global_tree& top, int rank, const ct::octree& local) {
+  const auto owned = top.leaf_begin[static_cast<std::size_t>(rank) + 1] - top.leaf_begin[static_cast<std::size_t>(rank)];
+  char line[256];
+  std::snprintf(line, sizeof line, "%zu points, %d nodes, %zu leaves, depth %d, %lld owned global leaves of %zu",
+                local.points.size(), local.node_count(), local.leaves.size(), local.depth, static_cast<long long>(owned),
+                top.leaves.size());
+  return line;
+}
+
+#if CANOPY_DISTRIBUTED_HAVE_NCCL
+// --probe: what the twig graph build of set_tree is made of (device_pass_graphs.cu: cudaMalloc and
+// cudaFree of its scratch and arrays, host round trips), timed on every rank at the same time.
+std::string probe_device(cudaStream_t stream) {
+  using clock = std::chrono::steady_clock;
+  const auto us = [](clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+  std::vector<double> alloc, release, trip;
+  std::uint32_t* host = nullptr;
+  (void)cudaMallocHost(&host, sizeof(std::uint32_t));
+  for (int i = 0; i < 21; ++i) {
+    void* p = nullptr;
+    auto t0 = clock::now();
+    if (cudaMalloc(&p, std::size_t{64} << 20) != cudaSuccess) return "cudaMalloc failed";
+    auto t1 = clock::now();
+    (void)cudaFree(p);
+    auto t2 = clock::now();
+    void* d = nullptr;
+    (void)cudaMalloc(&d, 4);
+    auto t3 = clock::now();
+    (void)cudaMemcpyAsync(host, d, 4, cudaMemcpyDeviceToHost, stream);
+    (void)cudaStreamSynchronize(stream);
+    auto t4 = clock::now();
+    (void)cudaFree(d);
+    alloc.push_back(us(t1 - t0));
+    release.push_back(us(t2 - t1));
+    trip.push_back(us(t4 - t3));
+  }
+  (void)cudaFreeHost(host);
+  char line[256];
+  std::snprintf(line, sizeof line, "cudaMalloc 64 MiB %.1f us, its cudaFree %.1f us, a 4-byte read-back and stream wait %.1f us (medians of 21)",
+                median(alloc), median(release), median(trip));
+  return line;
+}
+#endif
+
 [[maybe_unused]] int node_local_rank(MPI_Comm comm) {
   MPI_Comm local;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
@@ -229,11 +317,12 @@ int main(int argc, char** argv) {
     options.bucket = a.bucket;
     ct::upward_options pass;
     pass.backend = a.backend == "gpu" ? ct::pass_backend::gpu : ct::pass_backend::cpu;
-    pass.tasks = ct::default_pass_tasks(pass.backend);
+    pass.tasks = a.tasks.empty() ? ct::default_pass_tasks(pass.backend) : *ct::parse_pass_tasks(a.tasks);
+    if (!a.mode.empty()) pass.scheduler.mode = *canopy::parse_mode(a.mode);
     if (pass.backend == ct::pass_backend::cpu) pass.scheduler.blocks = 1;
 
     std::vector<cd::phase_times> runs;
-    std::string where;
+    std::string where, local_tree;  // local_tree: --per-rank's description of this rank's tree
     try {
       dog.enter("generate");
       std::vector<ct::point> mine;
@@ -253,6 +342,7 @@ int main(int argc, char** argv) {
             dog.enter("validate");
             checked = validate(ctx, tree.top, tree.local, m.local, tree.branches, m.top);
           }
+          if (a.per_rank && run + 1 == a.runs) local_tree = describe_local(tree.top, ctx.rank(), tree.local);
         }
       } else {
 #if CANOPY_DISTRIBUTED_HAVE_NCCL
@@ -284,6 +374,16 @@ int main(int argc, char** argv) {
             dog.enter("validate");
             checked = validate(ctx, tree.top(), tree.download_local(), tree.download_local_payloads(), tree.branches(), top);
           }
+          if (a.per_rank && run + 1 == a.runs) {
+            dog.enter("per-rank");
+            local_tree = describe_local(tree.top(), ctx.rank(), tree.download_local());
+          }
+        }
+        if (a.probe) {
+          dog.enter("probe");
+          MPI_Barrier(ctx.comm());
+          const std::string line = "probe rank " + std::to_string(ctx.rank()) + ": " + probe_device(stream);
+          print_in_rank_order(ctx, line);
         }
 #else
         ctx.phase("exchange", [] { throw std::runtime_error("built without NCCL (CANOPY_GPU and CANOPY_NCCL_ROOT)"); });
@@ -302,18 +402,23 @@ int main(int argc, char** argv) {
         const char* name;
         double cd::phase_times::*field;
       };
+      // pass_device is the stream time of `pass`: printed, not added to the total.
       const phase phases[] = {{"extent (all-reduce)", &cd::phase_times::extent},
                               {"local sort (Morton codes)", &cd::phase_times::sort},
                               {"global tree (all-reduces)", &cd::phase_times::global_tree},
                               {"migration (all-to-all-v)", &cd::phase_times::migrate},
                               {"local build", &cd::phase_times::build},
+                              {"pass graph (runner set_tree)", &cd::phase_times::pass_graph},
                               {"local upward pass", &cd::phase_times::pass},
+                              {"  its stream time (events)", &cd::phase_times::pass_device},
+                              {"wait for the slowest pass", &cd::phase_times::pass_wait},
                               {"branch payloads", &cd::phase_times::branches},
                               {"branch exchange (all-gather-v)", &cd::phase_times::exchange},
                               {"top tree", &cd::phase_times::top}};
       if (ctx.rank() == 0) {
-        std::printf("canopy-dist-bench: %d ranks x %zu Plummer points, max_leaf %d, %s, %d runs\n", ctx.size(), a.points,
-                    a.max_leaf, where.c_str(), a.runs);
+        std::printf("canopy-dist-bench: %d ranks x %zu Plummer points, max_leaf %d, %s, %s tasks, mode %s, %d runs\n",
+                    ctx.size(), a.points, a.max_leaf, where.c_str(), std::string(ct::to_string(pass.tasks)).c_str(),
+                    std::string(canopy::to_string(pass.scheduler.mode)).c_str(), a.runs);
         std::printf("%-32s %12s %12s   (ms: each rank's median over runs, min and max over ranks)\n", "phase", "min",
                     "max");
       }
@@ -323,7 +428,7 @@ int main(int argc, char** argv) {
         std::vector<double> v;
         for (std::size_t r = 0; r < runs.size(); ++r) {
           v.push_back(runs[r].*p.field);
-          sum[r] += runs[r].*p.field;
+          if (p.field != &cd::phase_times::pass_device) sum[r] += runs[r].*p.field;
         }
         const double lo = ctx.min(median(v)) * 1e3, hi = ctx.max(median(v)) * 1e3;
         if (ctx.rank() == 0) std::printf("%-32s %12.3f %12.3f\n", p.name, lo, hi);
@@ -331,6 +436,20 @@ int main(int argc, char** argv) {
       total_min = ctx.min(median(sum)) * 1e3;
       total_max = ctx.max(median(sum)) * 1e3;
       if (ctx.rank() == 0) std::printf("%-32s %12.3f %12.3f\n", "total", total_min, total_max);
+      if (a.per_rank) {
+        std::vector<double> graph, alone, device, wait;
+        for (const cd::phase_times& t : runs) {
+          graph.push_back(t.pass_graph);
+          alone.push_back(t.pass);
+          device.push_back(t.pass_device);
+          wait.push_back(t.pass_wait);
+        }
+        char line[512];
+        std::snprintf(line, sizeof line, "rank %d: %s; pass graph %.3f ms, pass %.3f ms (stream %.3f), wait %.3f ms (medians)",
+                      ctx.rank(), local_tree.empty() ? "no tree" : local_tree.c_str(), 1e3 * median(graph),
+                      1e3 * median(alone), 1e3 * median(device), 1e3 * median(wait));
+        print_in_rank_order(ctx, line);
+      }
     }
   }
   MPI_Finalize();

@@ -41,8 +41,14 @@ struct distributed_octree {
 };
 
 // Wall-clock seconds of each phase on this rank (bench and logs; min/max over ranks by the caller).
+// The upward pass in four: `pass_graph`, the runner's task graph for this step's tree (made, or
+// set_tree; on the GPU with twig tasks that is kernels and host waits of its own); `pass`, the
+// pass alone, launched and complete on this rank; `pass_device`, the same pass in GPU stream time
+// (CUDA events around its launch; 0 on the CPU); `pass_wait`, the agreement after it, i.e. the
+// wait for the slowest rank's pass (load imbalance). The pass of a step is pass_graph + pass.
 struct phase_times {
   double extent = 0, sort = 0, global_tree = 0, migrate = 0, build = 0, pass = 0, branches = 0, exchange = 0, top = 0;
+  double pass_graph = 0, pass_device = 0, pass_wait = 0;
 };
 
 // Global cube, global tree, migration, local build. Collective; every step agreed (a bad point on
