@@ -9,6 +9,8 @@
 #               CANOPY_RUNTIME_ONLY installs
 #   trees       canopy::trees, canopy::passes, canopy::dags: nothing more
 #   dags_boost  canopy::dags_boost: Boost.Graph, looked for only when this component is asked for
+#   distributed canopy::distributed: MPI (and NCCL where built with it), loaded by a package of its
+#               own, canopy_distributed (below)
 # Everything here is in the canopy_development component; the tool and its plot script are in
 # canopy_tool (a plain `cmake --install` installs both).
 include(GNUInstallDirs)
@@ -41,6 +43,38 @@ if(TARGET canopy_dags_boost)
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT canopy_development)
   install(EXPORT canopy-dags-boost-targets NAMESPACE canopy:: DESTINATION ${CANOPY_INSTALL_CMAKEDIR}
           COMPONENT canopy_development)
+endif()
+
+# canopy::distributed (distributed/), where it was built by default (MPI found, and the tests or
+# the benchmarks on: else it is EXCLUDE_FROM_ALL and there is nothing to install). A package of its
+# own, so that the canopy package's users never need MPI:
+#   find_package(canopy_distributed REQUIRED)    # finds canopy (same prefix) and MPI
+#   target_link_libraries(sim PRIVATE canopy::distributed)
+# Built with NCCL, it links the libnccl.so it was built against (an absolute path).
+if(TARGET canopy_distributed)
+  get_target_property(canopy_distributed_excluded canopy_distributed EXCLUDE_FROM_ALL)
+  if(NOT canopy_distributed_excluded)
+    install(TARGETS canopy_distributed EXPORT canopy-distributed-targets
+            ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT canopy_development)
+    install(DIRECTORY ${PROJECT_SOURCE_DIR}/distributed/include/canopy
+            DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT canopy_development)
+    install(EXPORT canopy-distributed-targets NAMESPACE canopy:: DESTINATION ${CANOPY_INSTALL_CMAKEDIR}
+            COMPONENT canopy_development)
+    set(canopy_distributed_config ${PROJECT_BINARY_DIR}/canopy_distributedConfig.cmake)
+    file(CONFIGURE OUTPUT ${canopy_distributed_config} @ONLY CONTENT [=[
+# SPDX-License-Identifier: Apache-2.0
+# canopy::distributed: the octree and its upward pass across MPI ranks (written by CanopyPackage.cmake).
+include(CMakeFindDependencyMacro)
+find_dependency(canopy @PROJECT_VERSION@ EXACT CONFIG HINTS "${CMAKE_CURRENT_LIST_DIR}/../canopy")
+set(MPI_CXX_SKIP_MPICXX ON)
+find_dependency(MPI COMPONENTS CXX)
+include("${CMAKE_CURRENT_LIST_DIR}/../canopy/canopy-distributed-targets.cmake")
+]=])
+    write_basic_package_version_file(${PROJECT_BINARY_DIR}/canopy_distributedConfigVersion.cmake
+                                     COMPATIBILITY SameMinorVersion)
+    install(FILES ${canopy_distributed_config} ${PROJECT_BINARY_DIR}/canopy_distributedConfigVersion.cmake
+            DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/canopy_distributed COMPONENT canopy_development)
+  endif()
 endif()
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/canopyConfig.cmake.in
