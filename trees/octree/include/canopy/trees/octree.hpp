@@ -44,7 +44,7 @@ struct build_options {
   // The root cell, when given, instead of the points' bounding cube: a cube (equal, positive,
   // finite edges) that holds every point in [lo, hi). A rank of a distributed build gives the
   // global cube, so that its cells and Morton codes are those of the tree of all ranks' points.
-  std::optional<box> cube = std::nullopt;  // (initialised: {leaf, depth} aggregates stay warning-free)
+  std::optional<box> cube = std::nullopt;
 };
 
 // Why `cube` cannot be the root cell of points whose bounding box is [lo, hi] ("" when it can):
