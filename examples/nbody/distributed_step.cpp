@@ -291,6 +291,37 @@ void distributed_step::forces(std::vector<dist_body>& bodies, const walk_params&
   const std::vector<std::size_t> ones(ranks, 1);
   cd::all_gather_v(ex_, &mine, boxes.data(), ones);
 
+  // A rank's Morton range is not a compact region: its one bounding box can cover much of the
+  // others' domains. Its bodies lie in the top tree's largest cells that it owns whole (a Morton
+  // range is a union of a few such cells per level), whose boxes of bodies every rank knows from
+  // the top payloads. A node is sent as a multipole when each of those boxes accepts it, and the
+  // rank's whole box accepting it implies that.
+  const auto T = static_cast<std::size_t>(top.node_count());
+  std::vector<int> owner_of(T, -1);  // the rank owning every leaf below a top node; -1 when mixed
+  for (std::size_t i = 0; i < top.leaves.size(); ++i) owner_of[static_cast<std::size_t>(top.leaves[i])] = leaf_owner(top, i);
+  for (std::size_t n = T; n-- > 0;) {  // children after their parents (level order)
+    if (top.child_count[n] == 0) continue;
+    const auto first = static_cast<std::size_t>(top.first_child[n]);
+    int o = owner_of[first];
+    for (std::size_t c = first + 1; c < first + static_cast<std::size_t>(top.child_count[n]); ++c)
+      if (owner_of[c] != o) o = -1;
+    owner_of[n] = o;
+  }
+  std::vector<std::vector<box6>> domain(ranks);
+  for (std::size_t n = 0; n < T; ++n) {
+    const int o = owner_of[n];
+    if (o < 0 || (top.parent[n] >= 0 && owner_of[static_cast<std::size_t>(top.parent[n])] == o)) continue;
+    const ct::multipole<float>& m = moments_.top[n];
+    if (m.count == 0) continue;
+    domain[static_cast<std::size_t>(o)].push_back(box6{{m.lo[0], m.lo[1], m.lo[2]}, {m.hi[0], m.hi[1], m.hi[2]}});
+  }
+  const auto accepted_by = [&](const ct::multipole<float>& m, std::size_t r) {
+    if (accepted_by_box(m, inv_theta, boxes[r])) return true;
+    for (const box6& b : domain[r])
+      if (!accepted_by_box(m, inv_theta, b)) return false;
+    return true;
+  };
+
   // 5. The pruned subtrees for each other rank with bodies.
   const auto owned_begin = static_cast<std::size_t>(top.leaf_begin[rank]);
   const std::size_t owned = tree_.branches.size();
@@ -310,7 +341,7 @@ void distributed_step::forces(std::vector<dist_body>& bodies, const walk_params&
     auto add_node = [&](const ct::multipole<float>& m, std::int32_t local_node, std::int32_t global_leaf) {
       let_node rec{m, -1, 0, 0, 0, global_leaf};
       const std::size_t at = send_nodes.size();
-      if (!accepted_by_box(m, inv_theta, boxes[r])) {
+      if (!accepted_by(m, r)) {
         if (local.child_count[static_cast<std::size_t>(local_node)] == 0)
           add_bodies(rec, local.point_begin[static_cast<std::size_t>(local_node)],
                      local.point_begin[static_cast<std::size_t>(local_node)] + local.point_count[static_cast<std::size_t>(local_node)]);
@@ -328,7 +359,7 @@ void distributed_step::forces(std::vector<dist_body>& bodies, const walk_params&
       } else {
         // The cell's bodies within a bigger local leaf: a leaf of the global octree.
         let_node rec{m, -1, 0, 0, 0, g};
-        if (!accepted_by_box(m, inv_theta, boxes[r])) add_bodies(rec, at.begin, at.end);
+        if (!accepted_by(m, r)) add_bodies(rec, at.begin, at.end);
         send_nodes.push_back(rec);
       }
       // Breadth first: an opened node's children are appended together, so they are contiguous.
@@ -364,7 +395,6 @@ void distributed_step::forces(std::vector<dist_body>& bodies, const walk_params&
   let_ = let_stats{send_nodes.size(), send_bodies.size(), recv_nodes.size(), recv_bodies.size()};
 
   // The walk's tree: top nodes [0, T), local nodes [T, T + L), received nodes after.
-  const auto T = static_cast<std::size_t>(top.node_count());
   const auto L = static_cast<std::size_t>(local.node_count());
   const std::size_t total = T + L + recv_nodes.size();
   first_child_.assign(total, -1);
@@ -400,8 +430,6 @@ void distributed_step::forces(std::vector<dist_body>& bodies, const walk_params&
     }
   }
   // Below the others': the received subtrees, relinked into this numbering.
-  std::vector<int> owner_of(T, -1);  // the rank owning each global leaf
-  for (std::size_t i = 0; i < top.leaves.size(); ++i) owner_of[static_cast<std::size_t>(top.leaves[i])] = leaf_owner(top, i);
   points_.resize(bodies.size() + recv_bodies.size());
   for (std::size_t i = 0; i < bodies.size(); ++i) points_[i] = bodies[i].p;
   std::copy(recv_bodies.begin(), recv_bodies.end(), points_.begin() + static_cast<std::ptrdiff_t>(bodies.size()));
@@ -417,7 +445,7 @@ void distributed_step::forces(std::vector<dist_body>& bodies, const walk_params&
       point_count_[k] = rec.point_count;
       if (rec.global_leaf >= 0) {
         const auto g = static_cast<std::size_t>(rec.global_leaf);
-        if (g >= T || owner_of[g] != static_cast<int>(r))
+        if (g >= T || top.child_count[g] != 0 || owner_of[g] != static_cast<int>(r))
           throw std::logic_error("an essential tree's root is not a global leaf of its sender");
         first_child_[g] = first_child_[k];
         child_count_[g] = child_count_[k];

@@ -9,12 +9,13 @@
 //   4. upward: the local pass (canopy::cpu_scheduler), then the branch payloads all-gathered and
 //      the top tree completed on every rank (distributed_upward_pass);
 //   5. essential tree: for every other rank, this rank walks its own subtrees against that rank's
-//      bounding box of bodies with the walk's opening criterion applied to the box's nearest point,
-//      and sends the pruned subtrees: nodes accepted for the whole box as multipoles, the bodies of
-//      leaves that must be opened, the opened nodes as links (all-to-all-v);
+//      domain (the boxes of bodies of the largest top-tree cells it owns whole) with the walk's
+//      opening criterion applied to each box's nearest point, and sends the pruned subtrees: nodes
+//      that every box accepts as multipoles, the bodies of leaves that must be opened, the opened
+//      nodes as links (all-to-all-v);
 //   6. walk: each body walks the global octree as this rank sees it: the top tree, its own subtrees
 //      below its global leaves, the received pruned subtrees below the others'. A node a body does
-//      not accept is never accepted by the box around it, so the sender opened it: the walk takes
+//      not accept is never accepted by a box around it, so the sender opened it: the walk takes
 //      exactly the decisions it would take on the whole global octree.
 //
 // With one rank the tree walked is the single-process tree and the forces are those of the
