@@ -417,6 +417,7 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
   std::vector<std::array<double, phase_count>> mine_per_step;
   std::vector<spread> spreads;
   energy e = e0;
+  step.fail_walk(ctx.rank() == o.fail_rank);
   for (int s = 1; s <= o.steps; ++s) {
     t0 = clock_type::now();
     kick_drift(bodies, forces, half_dt, dt, threads);

@@ -462,23 +462,28 @@ void distributed_step::forces(std::vector<dist_body>& bodies, const walk_params&
   const walk_tree view{points_.data(), first_child_.data(), child_count_.data(), point_begin_.data(), point_count_.data(),
                        payload_.data()};
   out.resize(bodies.size());
-  if (walker_ != nullptr) {
-    gpu_walk_times gt;
-    walker_->walk(view, static_cast<std::int32_t>(total), static_cast<std::int32_t>(points_.size()),
-                  static_cast<std::int32_t>(bodies.size()), groups_, params, out.data(), gt);
-    times.let += gt.upload_ms;
-    times.walk = gt.walk_ms;
-    return;
-  }
-  parallel_for(bodies.size(), threads_, 256, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      std::uint32_t interactions = 0;
-      const ct::point& p = points_[i];
-      out[i] = walk_one(view, static_cast<std::int32_t>(i), p.x, p.y, p.z, params, &interactions);
-      if (record_work) bodies[i].work = static_cast<float>(interactions);
+  // Agreed: a rank whose walk fails (a CUDA error, the injected failure) ends every rank with its
+  // error instead of leaving them in the next step's collectives.
+  ctx_.phase("walk", [&] {
+    if (fail_walk_) throw std::runtime_error("injected failure (--fail-rank)");
+    if (walker_ != nullptr) {
+      gpu_walk_times gt;
+      walker_->walk(view, static_cast<std::int32_t>(total), static_cast<std::int32_t>(points_.size()),
+                    static_cast<std::int32_t>(bodies.size()), groups_, params, out.data(), gt);
+      times.let += gt.upload_ms;
+      times.walk = gt.walk_ms;
+      return;
     }
+    parallel_for(bodies.size(), threads_, 256, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        std::uint32_t interactions = 0;
+        const ct::point& p = points_[i];
+        out[i] = walk_one(view, static_cast<std::int32_t>(i), p.x, p.y, p.z, params, &interactions);
+        if (record_work) bodies[i].work = static_cast<float>(interactions);
+      }
+    });
+    times.walk = ms_since(clock);  // this rank's walk, not the agreement's wait for the others
   });
-  times.walk = ms_since(clock);
 }
 
 }  // namespace nbody

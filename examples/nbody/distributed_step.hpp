@@ -85,6 +85,8 @@ class distributed_step {
   // The walk on this rank's GPU instead of host threads (the rest of the step stays on the host;
   // the walk then records no work, so --balance work cuts by count).
   void set_gpu_walker(gpu_walker* walker) { walker_ = walker; }
+  // A test aid: this rank's walks throw (the failure test: every rank must stop with one line).
+  void fail_walk(bool fail) { fail_walk_ = fail; }
 
   const canopy::distributed::distributed_octree& tree() const { return tree_; }
   const let_stats& last_let() const { return let_; }
@@ -101,6 +103,7 @@ class distributed_step {
   canopy::distributed::distributed_moments moments_;
   let_stats let_;
   gpu_walker* walker_ = nullptr;
+  bool fail_walk_ = false;
   std::vector<std::uint64_t> groups_;  // the GPU walk's groups of this rank's bodies
   // The walk's tree (walk_tree views these): top nodes, then local nodes, then received ones.
   std::vector<std::int32_t> first_child_, child_count_, point_begin_, point_count_;

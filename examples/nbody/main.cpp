@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
   app.add_option("--max-single-p99", o.max_single_p99,
                  "distributed: bound on the 99th percentile relative difference from the one-process forces")
       ->capture_default_str();
+  app.add_option("--fail-rank", o.fail_rank, "distributed, a test aid: this rank's walk fails at step 1")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "progress on stderr")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();

@@ -46,6 +46,7 @@ struct sim_options {
   int start_rank = -1;
   bool check_single = false;
   double max_single_p99 = 1e-4;  // bound on the 99th percentile relative difference from it
+  int fail_rank = -1;            // a test aid: this rank's walk fails at step 1 (-1: none)
 };
 
 // Exit codes of the program.
