@@ -9,6 +9,7 @@
 // 77 --backend gpu without a usable device (ctest skips the GPU test on it).
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 
@@ -158,6 +159,14 @@ int main(int argc, char** argv) {
   }
 #else
   if (distributed) return fail(nbody::exit_bad_input, "--distributed: this nbody was built without MPI");
+  // Several copies started by mpiexec would each run the whole simulation.
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && std::atoi(value) > 1)
+      return fail(nbody::exit_bad_input, fmt::format("started by mpiexec with {} processes, but this nbody was built "
+                                                     "without MPI (MPI not found when it was configured)",
+                                                     value));
+  }
 #endif
   if (o.backend == "gpu" && !nbody::gpu_backend_usable())
     return fail(nbody::exit_no_gpu, nbody::gpu_backend_built()
