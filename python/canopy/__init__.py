@@ -54,6 +54,7 @@ BACKENDS = ("reference", "cpu", "gpu", "auto")
 #: How the pass is cut into tasks (upward_runner.hpp); "auto": twig on the GPU, node on the CPU.
 TASKS = ("auto", "node", "twig", "bucket")
 _DISTRIBUTIONS = ("uniform", "plummer", "clusters", "lattice")
+_MAX_CLUSTERS = 1 << 20  # as the tool's gen --clusters
 
 
 def _payload_dtype(is_double):
@@ -215,6 +216,9 @@ def generate(dist, n=None, seed=1, *, clusters=16, depth=None, per_leaf=None):
         return p
     if n is None or int(n) < 0 or int(n) > 2**31 - 1:
         raise InputError.of("n", f"the number of points must be in [0, 2^31 - 1], not {n}")
+    # The tool's --clusters bound: each cluster costs memory whatever n is (50M took 1.6 GB).
+    if dist.lower() == "clusters" and not 1 <= int(clusters) <= _MAX_CLUSTERS:
+        raise InputError.of("clusters", f"the number of clusters must be in [1, {_MAX_CLUSTERS}], not {clusters}")
     with _stage("generate", lambda: f"generated {len(p):,} points ({dist}, seed {seed})"):
         p = _canopy.generate(dist, int(n), int(seed), int(clusters))
     return p

@@ -77,3 +77,10 @@ def test_one_huge_leaf_is_summed_accurately():
     assert c and c.bounds_meaningful and c.mass.bound < 1e-4, c.summary()
     # Summed plainly (the gpu backend's lanes), a leaf this large has no meaningful bound: not a PASS.
     assert not canopy.compare(t, m).bounds_meaningful
+
+
+def test_generate_caps_the_number_of_clusters_as_the_tool_does():
+    # 50M clusters took 1.6 GB for 10 points; the cap is the tool's --clusters bound, 2^20.
+    with pytest.raises(canopy.InputError, match="1048576"):
+        canopy.generate("clusters", 10, clusters=50_000_000)
+    assert canopy.generate("clusters", 10, clusters=1 << 20).shape == (10, 4)
