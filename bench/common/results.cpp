@@ -175,7 +175,7 @@ void result_table::write_json(const std::filesystem::path& path) const {
                       {"note", c.note}});
   doc["counts"] = counts;
   std::ofstream out = open_for_write(path);
-  out << doc.dump(2) << "\n";
+  out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   if (!out) throw std::runtime_error(path.string() + ": write failed");
 }
 

@@ -302,7 +302,7 @@ void write_json(const bench_report& report, std::ostream& out) {
   nlohmann::json results = nlohmann::json::array();
   for (const bench_entry& e : report.entries) results.push_back(entry_json(e));
   doc["results"] = results;
-  out << doc.dump(2) << "\n";
+  out << doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 void write_csv(const bench_report& report, std::ostream& out) {

@@ -174,7 +174,7 @@ int run_accumulate(const pass_options& o, const CLI::App& cmd) {
     require_finite(payloads.front(), "reference");
     if (o.json) {
       j.update({{"backend", "reference"}, {"device", "host (double)"}, {"elapsed_us", ms * 1e3}, {"root", payload_json(payloads.front())}});
-      fmt::print("{}\n", j.dump(2));
+      fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
       return exit_ok;
     }
     fmt::print("tree      {} ({})\nbackend   reference (serial host, double)\nroot\n", o.file, describe(loaded));
@@ -193,7 +193,7 @@ int run_accumulate(const pass_options& o, const CLI::App& cmd) {
     j.update({{"backend", result.backend}, {"device", result.device}, {"mode", canopy::to_string(o.backend.scheduler.mode)},
               {"elapsed_us", result.elapsed_us}, {"min_us", result.min_us}, {"max_us", result.max_us},
               {"reps", result.reps}, {"root", payload_json(result.payloads.front())}});
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return exit_ok;
   }
   fmt::print("tree      {} ({})\nbackend   {}\nroot\n", o.file, describe(loaded), backend_line(result, o.backend));
@@ -220,7 +220,7 @@ int report(const pass_options& o, const loaded_tree& loaded, const trees::compar
               {"m2", quantity_json(c.m2)},
               {"bbox", quantity_json(c.bbox)},
               {"within_tolerance", c.within_tolerance}});
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return c.within_tolerance ? exit_ok : exit_mismatch;
   }
   fmt::print("tree      {} ({})\ncompared  {}\n", o.file, describe(loaded), what);

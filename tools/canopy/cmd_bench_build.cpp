@@ -143,7 +143,9 @@ int run_build_bench_command(const build_bench_cli& o) {
                                 {"gather", to_json(r.gather)},
                                 {"spans", to_json(r.spans)},
                                 {"nodes", to_json(r.nodes_emit)}}}});
-    write_file_atomically(o.json, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+    write_file_atomically(o.json, [&](std::ostream& out) {
+      out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    });
   }
   return exit_ok;
 }

@@ -110,7 +110,7 @@ int run_build(const build_command_options& o) {
     for (const auto& r : levels)
       j["levels"].push_back({{"level", r.level}, {"nodes", r.nodes}, {"leaves", r.leaves}, {"leaf_points", r.leaf_points}});
     for (const auto& b : histogram) j["leaf_occupancy"].push_back({{"min", b.min}, {"max", b.max}, {"leaves", b.leaves}});
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return exit_ok;
   }
 

@@ -130,7 +130,7 @@ int run(const run_dag_options& o) {
                      {"device", result.device}, {"elapsed_us", result.elapsed_us}, {"mismatches", mismatches},
                      {"result", pass ? "PASS" : "FAIL"}};
     if (!pass) j["first_mismatch"] = {{"task", dag.names[first]}, {"got", result.values[first]}, {"expected", expected[first]}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return pass ? exit_ok : exit_mismatch;
   }
   fmt::print("dag       {}\n", o.file);

@@ -218,4 +218,18 @@ TEST_F(CanopyLimits, ADagTimeoutNamesATask) {
   EXPECT_NE(r.err.find("never finished"), std::string::npos) << r.err;
 }
 
+// --json failed (exit 3, nlohmann's "invalid UTF-8 byte") when a file name was not UTF-8: the
+// JSON now carries U+FFFD for such bytes and the run exits 0.
+TEST_F(CanopyLimits, JsonOutputTakesAFileNameThatIsNotUtf8) {
+  const std::string name = "caf\xe9.bin";
+  ASSERT_EQ(run({"gen", "--dist", "uniform", "-n", "100", "-o", path(name)}).exit_code, 0);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"accumulate", path(name), "--backend", "cpu", "--json"},
+        std::vector<std::string>{"validate", path(name), "--backend", "cpu", "--json"}}) {
+    const auto r = run(args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << ": " << r.out << r.err;
+    EXPECT_NO_THROW((void)nlohmann::json::parse(r.out)) << r.out;
+  }
+}
+
 }  // namespace
