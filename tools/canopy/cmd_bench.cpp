@@ -290,7 +290,7 @@ command add_bench_command(CLI::App& app) {
   cmd->add_option("--per-leaf", o->per_leaf, "points in each leaf of the complete octrees")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()))
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed, "seed of the generated points")->capture_default_str();
+  add_seed_option(*cmd, o->seed, "seed of the generated points");
   cmd->add_option("--input", o->input, std::string("one adaptive tree instead of the complete ones: ") + input_help);
   cmd->add_option("--dist", o->dist, "one adaptive tree of generated points instead: uniform, plummer or clusters "
                                      "(with -n)");

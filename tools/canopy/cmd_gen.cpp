@@ -86,7 +86,7 @@ command add_gen_command(CLI::App& app) {
   cmd->add_option("-n,--count", o->n, "number of points (suffixes k, M, G are powers of 1000: 16M)")
       ->transform(CLI::AsSizeValue(true))
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{std::numeric_limits<std::int32_t>::max()}));
-  cmd->add_option("--seed", o->seed, "the same seed gives the same points on every machine")->capture_default_str();
+  add_seed_option(*cmd, o->seed, "the same seed gives the same points on every machine");
   cmd->add_option("--depth", o->depth, "lattice: depth of the complete octree")->check(CLI::Range(0, 21));
   cmd->add_option("--per-leaf", o->per_leaf, "lattice: points in each finest cell")
       ->check(CLI::Range(1, std::numeric_limits<int>::max()));

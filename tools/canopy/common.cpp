@@ -53,6 +53,20 @@ void add_tree_options(CLI::App& command, tree_options& options) {
       ->capture_default_str();
 }
 
+void add_seed_option(CLI::App& command, std::uint64_t& seed, const std::string& help) {
+  command.add_option("--seed", seed, help)
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            std::uint64_t value{};
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+            if (ec == std::errc{} && end == text.data() + text.size()) return {};
+            return fmt::format("SEED must be an integer in [0, {}], not {}", std::numeric_limits<std::uint64_t>::max(),
+                               trees::quoted_bytes(text));
+          },
+          "SEED"))
+      ->capture_default_str();
+}
+
 namespace {
 
 constexpr std::string_view generator_prefix = "gen:";

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -45,6 +46,10 @@ struct point_options {
   std::string type = "all";
 };
 void add_point_options(CLI::App& command, point_options& options);
+
+/// `--seed` into `seed`: an integer in [0, 2^64 - 1], refused as the `gen:` spec's SEED is (no
+/// wrapping of -1, no saturating of 2^64 or more, no trailing characters).
+void add_seed_option(CLI::App& command, std::uint64_t& seed, const std::string& help);
 
 /// How trees are built from points (`--max-leaf`, `--max-depth`), and how the points are read
 /// (add_tree_options adds the point_options too, so every command that reads points has them).

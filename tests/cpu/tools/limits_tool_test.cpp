@@ -232,4 +232,18 @@ TEST_F(CanopyLimits, JsonOutputTakesAFileNameThatIsNotUtf8) {
   }
 }
 
+// --seed of gen and bench wrapped or saturated (-1 and 2^64 gave 2^64 - 1 or 2^64 - 2, exit 0);
+// they refuse as the gen: spec's SEED does.
+TEST_F(CanopyLimits, SeedOutOfRangeIsRefused) {
+  for (const std::string seed : {"-1", "18446744073709551616", "99999999999999999999999", "12x"}) {
+    expect_one_line(run({"gen", "--dist", "uniform", "-n", "10", "--seed", seed, "-o", path("s.bin")}), 2,
+                    "SEED must be an integer in [0, 18446744073709551615]");
+    expect_one_line(run({"bench", "--depths", "1", "--seed", seed}), 2,
+                    "SEED must be an integer in [0, 18446744073709551615]");
+  }
+  EXPECT_EQ(run({"gen", "--dist", "uniform", "-n", "10", "--seed", "18446744073709551615", "-o", path("s.bin")})
+                .exit_code,
+            0);
+}
+
 }  // namespace
