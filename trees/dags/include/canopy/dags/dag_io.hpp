@@ -33,10 +33,11 @@ namespace canopy::trees {
 /// parser recurses into each, and a deeper input is refused before it can overflow the stack.
 inline constexpr int max_dot_nesting = 256;
 
-/// The largest DOT input read, in bytes (256 MiB): Boost's parser holds the text, its tokens and a
-/// property graph at once (several times the file's size), so a larger input (or /dev/zero, or a
-/// /proc file that never ends) is an input_error before it can exhaust memory.
-inline constexpr std::uint64_t max_dot_bytes = std::uint64_t{256} << 20;
+/// The largest DOT input read, in bytes (64 MiB): Boost's parser holds the text, its tokens and a
+/// property graph at once, about 45 times the file's size at its peak (a 74 MB file took 3.1 GB),
+/// so the bound keeps the worst case near 3 GB; a larger input (or /dev/zero, or a /proc file that
+/// never ends) is an input_error before it can exhaust memory.
+inline constexpr std::uint64_t max_dot_bytes = std::uint64_t{64} << 20;
 
 /// A DAG read from DOT: the schedulable graph plus what the file said about each task.
 struct dot_dag {
