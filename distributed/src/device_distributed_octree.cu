@@ -189,13 +189,7 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
   auto clock = std::chrono::steady_clock::now();
 
   ctx.phase("options", [&] {
-    if (options.max_leaf < 1) throw std::invalid_argument("max_leaf must be at least 1");
-    if (options.max_depth < 0 || options.max_depth > trees::max_octree_depth) {
-      throw std::invalid_argument("max_depth must be in [0, 21]");
-    }
-    if (options.bucket != 0 && options.bucket < static_cast<std::uint64_t>(options.max_leaf)) {
-      throw std::invalid_argument("bucket must be 0 (automatic) or at least max_leaf");
-    }
+    check_decomposition_options(options);
     if (count > 0x7fffffffu) throw std::length_error("more than 2^31 - 1 points on one rank");
   });
   const auto n = static_cast<std::int32_t>(count);

@@ -62,13 +62,7 @@ distributed_octree build_distributed_octree(const mpi_context& ctx, exchange& ex
   // The options are checked on every rank alike (they are the same everywhere), before any
   // collective.
   ctx.phase("options", [&] {
-    if (options.max_leaf < 1) throw std::invalid_argument("max_leaf must be at least 1");
-    if (options.max_depth < 0 || options.max_depth > trees::max_octree_depth) {
-      throw std::invalid_argument("max_depth must be in [0, 21]");
-    }
-    if (options.bucket != 0 && options.bucket < static_cast<std::uint64_t>(options.max_leaf)) {
-      throw std::invalid_argument("bucket must be 0 (automatic) or at least max_leaf");
-    }
+    check_decomposition_options(options);
   });
   const trees::box cube = global_cube(ctx, ex, points);
   pt.extent = clock.lap();

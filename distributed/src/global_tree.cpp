@@ -12,6 +12,16 @@
 
 namespace canopy::distributed {
 
+void check_decomposition_options(const decomposition_options& options) {
+  if (options.max_leaf < 1) throw std::invalid_argument("max_leaf must be at least 1");
+  if (options.max_depth < 0 || options.max_depth > trees::max_octree_depth) {
+    throw std::invalid_argument("max_depth must be in [0, 21]");
+  }
+  if (options.bucket != 0 && options.bucket < static_cast<std::uint64_t>(options.max_leaf)) {
+    throw std::invalid_argument("bucket must be 0 (automatic) or at least max_leaf");
+  }
+}
+
 namespace {
 constexpr std::uint64_t key_limit = std::uint64_t{1} << 63;  // past every 63-bit Morton code
 }

@@ -33,6 +33,11 @@ struct decomposition_options {
   std::function<double(int level, std::uint64_t prefix, std::uint64_t count)> leaf_weight;
 };
 
+// Throws std::invalid_argument when `options` cannot decompose (max_leaf < 1, max_depth outside
+// [0, 21], a bucket smaller than max_leaf). Both builds (host and device) check with it on every
+// rank before their first collective.
+void check_decomposition_options(const decomposition_options& options);
+
 // The global coarse tree and the ranks' ranges, identical on every rank. Level-ordered like
 // trees::octree (each level in Morton order, children contiguous); node 0 is the root.
 struct global_tree {
