@@ -346,17 +346,9 @@ class checker {
     if (!o_.check)
       return fmt::format("energy    |E_end - E_0| / |E_0| over {} steps: {:.2e} (tree potential; --check for the bounds)\n",
                          steps, drift_tree);
-    double drift = drift_tree;
-    std::string how = "tree potential";
-    if (direct_energy()) {
-      drift = std::abs(e_end_direct - e0_direct) / std::abs(e0_direct);
-      how = fmt::format("direct-summation potential, E0 {:.8e}, E_end {:.8e}; with the tree potential {:.2e}", e0_direct,
-                        e_end_direct, drift_tree);
-    }
-    const bool pass = drift <= o_.max_drift;
+    bool pass = false;
+    lines_.push_back(energy_check_line(o_, steps, drift_tree, direct_energy(), e0_direct, e_end_direct, pass));
     failed_ = failed_ || !pass;
-    lines_.push_back(fmt::format("energy    |E_end - E_0| / |E_0| over {} steps: {:.2e} ({}) (bound {:.0e}) {}", steps,
-                                 drift, how, o_.max_drift, pass ? "PASS" : "FAIL"));
     for (const auto& l : lines_) out += "check     " + l + "\n";
     out += fmt::format("result    {}\n", failed_ ? "FAIL" : "PASS");
     return out;
@@ -610,6 +602,20 @@ void validate(const sim_options& o) {
   if (o.start_rank < -1) throw std::invalid_argument(fmt::format("--start-rank must be a rank or -1, not {}", o.start_rank));
   if (!(o.max_single_p99 >= 0))
     throw std::invalid_argument(fmt::format("--max-single-p99 must be a number >= 0, not {}", o.max_single_p99));
+}
+
+std::string energy_check_line(const sim_options& o, int steps, double drift_tree, bool direct, double e0_direct,
+                              double e_end_direct, bool& pass) {
+  double drift = drift_tree;
+  std::string how = "tree potential";
+  if (direct) {
+    drift = std::abs(e_end_direct - e0_direct) / std::abs(e0_direct);
+    how = fmt::format("direct-summation potential, E0 {:.8e}, E_end {:.8e}; with the tree potential {:.2e}", e0_direct,
+                      e_end_direct, drift_tree);
+  }
+  pass = drift <= o.max_drift;
+  return fmt::format("energy    |E_end - E_0| / |E_0| over {} steps: {:.2e} ({}) (bound {:.0e}) {}", steps, drift, how,
+                     o.max_drift, pass ? "PASS" : "FAIL");
 }
 
 int run_simulation(const sim_options& o) {

@@ -74,4 +74,10 @@ void validate(const sim_options& o);
 // Returns exit_ok, or exit_check_failed when --check found an error above its bound.
 int run_simulation(const sim_options& o);
 
+// The --check line of the energy drift over `steps`: the direct-summation drift where both direct
+// energies were computed (`direct`), else the tree potential's, against o.max_drift. Sets `pass`.
+// The one-process and the distributed runs report it alike.
+std::string energy_check_line(const sim_options& o, int steps, double drift_tree, bool direct, double e0_direct,
+                              double e_end_direct, bool& pass);
+
 }  // namespace nbody
