@@ -81,7 +81,7 @@ namespace detail {
 // without -ffast-math (not used) in g++ or nvcc, so the compensation survives compilation.
 template <class T>
 struct compensated_sum {
-  T sum, carry;
+  T sum = T(0), carry = T(0);
   CANOPY_HD void add(T x) {
     const T y = x - carry;
     const T t = sum + y;
@@ -89,85 +89,26 @@ struct compensated_sum {
     sum = t;
   }
 };
-}  // namespace detail
 
-namespace detail {
-// p2m with one running sum per quantity: what device code runs (see p2m).
+// One running sum: what device code adds the blocks with (see p2m).
 template <class T>
-CANOPY_HD multipole<T> p2m_sequential(const point* pts, std::int32_t n) {
+struct plain_sum {
+  T sum = T(0);
+  CANOPY_HD void add(T x) { sum += x; }
+};
+
+// p2m's two passes over pts[0, n) in blocks of Block points, each block summed in order and the
+// blocks' sums added by Sum (compensated_sum or plain_sum). With one block (Block at least n) and
+// plain_sum every quantity is one running sum in point order, the lane groups' leaf_summation::
+// sequential.
+template <class T, std::int32_t Block, template <class> class Sum>
+CANOPY_HD multipole<T> p2m_blocks(const point* pts, std::int32_t n) {
+  static_assert(Block > 0);
   multipole<T> r = multipole_identity<T>();
   if (n <= 0) return r;
-  T mass = T(0), sx = T(0), sy = T(0), sz = T(0);
-  for (std::int32_t i = 0; i < n; ++i) {
-    const T x = T(pts[i].x), y = T(pts[i].y), z = T(pts[i].z), m = T(pts[i].m);
-    mass += m;
-    sx += m * x;
-    sy += m * y;
-    sz += m * z;
-    r.lo[0] = canopy::smaller(r.lo[0], x);
-    r.lo[1] = canopy::smaller(r.lo[1], y);
-    r.lo[2] = canopy::smaller(r.lo[2], z);
-    r.hi[0] = canopy::larger(r.hi[0], x);
-    r.hi[1] = canopy::larger(r.hi[1], y);
-    r.hi[2] = canopy::larger(r.hi[2], z);
-  }
-  r.count = static_cast<std::uint32_t>(n);
-  r.mass = mass;
-  if (mass > T(0)) {
-    r.com[0] = sx / mass;
-    r.com[1] = sy / mass;
-    r.com[2] = sz / mass;
-  } else {
-    // All massless: the unweighted centroid (see the header comment); m2 stays 0.
-    T cx = T(0), cy = T(0), cz = T(0);
-    for (std::int32_t i = 0; i < n; ++i) {
-      cx += T(pts[i].x);
-      cy += T(pts[i].y);
-      cz += T(pts[i].z);
-    }
-    r.com[0] = cx / T(n);
-    r.com[1] = cy / T(n);
-    r.com[2] = cz / T(n);
-    return r;
-  }
-  T xx = T(0), xy = T(0), xz = T(0), yy = T(0), yz = T(0), zz = T(0);
-  for (std::int32_t i = 0; i < n; ++i) {
-    const T m = T(pts[i].m);
-    const T dx = T(pts[i].x) - r.com[0], dy = T(pts[i].y) - r.com[1], dz = T(pts[i].z) - r.com[2];
-    xx += m * dx * dx;
-    xy += m * dx * dy;
-    xz += m * dx * dz;
-    yy += m * dy * dy;
-    yz += m * dy * dz;
-    zz += m * dz * dz;
-  }
-  r.m2[0] = xx;
-  r.m2[1] = xy;
-  r.m2[2] = xz;
-  r.m2[3] = yy;
-  r.m2[4] = yz;
-  r.m2[5] = zz;
-  return r;
-}
-}  // namespace detail
-
-// Moments of pts[0, n). Two passes: mass, weighted position sum and bounding box first, then the
-// second moments about the finished com. Summing (x - com)^2 instead of x^2 - com^2 avoids the
-// catastrophic cancellation of the one-pass formula, which in float loses all digits for a small
-// cell far from the origin. On the host each sum is blocked and compensated (p2m_block). Device
-// code keeps one running sum per quantity, as the lane groups do (group_p2m): the blocks' extra
-// sums cost the twig kernel of one lane about 100 bytes of spills at its 64-register cap
-// (tools/kernel-registers), and the GPU's bounds are leaf_summation::sequential anyway.
-template <class T>
-CANOPY_HD multipole<T> p2m(const point* pts, std::int32_t n) {
-#if CANOPY_DEVICE_CODE
-  return detail::p2m_sequential<T>(pts, n);
-#else
-  multipole<T> r = multipole_identity<T>();
-  if (n <= 0) return r;
-  detail::compensated_sum<T> mass{T(0), T(0)}, sx{T(0), T(0)}, sy{T(0), T(0)}, sz{T(0), T(0)};
-  for (std::int32_t b = 0; b < n; b += p2m_block) {
-    const std::int32_t e = n - b > p2m_block ? b + p2m_block : n;
+  Sum<T> mass, sx, sy, sz;
+  for (std::int32_t b = 0; b < n; b += (n - b > Block ? Block : n - b)) {
+    const std::int32_t e = n - b > Block ? b + Block : n;
     T bm = T(0), bx = T(0), by = T(0), bz = T(0);
     for (std::int32_t i = b; i < e; ++i) {
       const T x = T(pts[i].x), y = T(pts[i].y), z = T(pts[i].z), m = T(pts[i].m);
@@ -195,9 +136,9 @@ CANOPY_HD multipole<T> p2m(const point* pts, std::int32_t n) {
     r.com[2] = sz.sum / mass.sum;
   } else {
     // All massless: the unweighted centroid (see the header comment); m2 stays 0.
-    detail::compensated_sum<T> cx{T(0), T(0)}, cy{T(0), T(0)}, cz{T(0), T(0)};
-    for (std::int32_t b = 0; b < n; b += p2m_block) {
-      const std::int32_t e = n - b > p2m_block ? b + p2m_block : n;
+    Sum<T> cx, cy, cz;
+    for (std::int32_t b = 0; b < n; b += (n - b > Block ? Block : n - b)) {
+      const std::int32_t e = n - b > Block ? b + Block : n;
       T bx = T(0), by = T(0), bz = T(0);
       for (std::int32_t i = b; i < e; ++i) {
         bx += T(pts[i].x);
@@ -213,10 +154,9 @@ CANOPY_HD multipole<T> p2m(const point* pts, std::int32_t n) {
     r.com[2] = cz.sum / T(n);
     return r;
   }
-  detail::compensated_sum<T> m2[6] = {{T(0), T(0)}, {T(0), T(0)}, {T(0), T(0)},
-                                      {T(0), T(0)}, {T(0), T(0)}, {T(0), T(0)}};
-  for (std::int32_t b = 0; b < n; b += p2m_block) {
-    const std::int32_t e = n - b > p2m_block ? b + p2m_block : n;
+  Sum<T> m2[6];
+  for (std::int32_t b = 0; b < n; b += (n - b > Block ? Block : n - b)) {
+    const std::int32_t e = n - b > Block ? b + Block : n;
     T xx = T(0), xy = T(0), xz = T(0), yy = T(0), yz = T(0), zz = T(0);
     for (std::int32_t i = b; i < e; ++i) {
       const T m = T(pts[i].m);
@@ -237,6 +177,22 @@ CANOPY_HD multipole<T> p2m(const point* pts, std::int32_t n) {
   }
   for (int k = 0; k < 6; ++k) r.m2[k] = m2[k].sum;
   return r;
+}
+}  // namespace detail
+
+// Moments of pts[0, n). Two passes: mass, weighted position sum and bounding box first, then the
+// second moments about the finished com. Summing (x - com)^2 instead of x^2 - com^2 avoids the
+// catastrophic cancellation of the one-pass formula, which in float loses all digits for a small
+// cell far from the origin. On the host each sum is blocked and compensated (p2m_block). Device
+// code keeps one running sum per quantity, as the lane groups do (group_p2m): the blocks' extra
+// sums cost the twig kernel of one lane about 100 bytes of spills at its 64-register cap
+// (tools/kernel-registers), and the GPU's bounds are leaf_summation::sequential anyway.
+template <class T>
+CANOPY_HD multipole<T> p2m(const point* pts, std::int32_t n) {
+#if CANOPY_DEVICE_CODE
+  return detail::p2m_blocks<T, 0x7fffffff, detail::plain_sum>(pts, n);
+#else
+  return detail::p2m_blocks<T, p2m_block, detail::compensated_sum>(pts, n);
 #endif
 }
 
