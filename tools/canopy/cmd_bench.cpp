@@ -206,6 +206,10 @@ int run_bench(const bench_cli& o, const CLI::App& cmd) {
     stem = plot_stem(o.plot);
     check_output_path("--plot " + stem.string() + ".png", fs::path(stem.string() + ".png"));
   }
+  check_distinct_outputs({{"--json " + o.json, o.json},
+                          {"--csv " + o.csv, o.csv},
+                          {"--plot " + stem.string() + ".png", stem.empty() ? fs::path() : fs::path(stem.string() + ".png")},
+                          {"--plot " + stem.string() + ".svg", stem.empty() ? fs::path() : fs::path(stem.string() + ".svg")}});
   if (o.reps < 20)
     spdlog::warn("--reps {}: fewer than the 20 timed runs the design asks for behind a reported median", o.reps);
 
@@ -256,7 +260,7 @@ int run_bench(const bench_cli& o, const CLI::App& cmd) {
   total.done("benchmark");
 
   cb::print_table(report, std::cout);
-  std::cout.flush();
+  flush_standard_output();  // the table before the files; a failure is reported at exit
   if (!o.json.empty()) write_file_atomically(o.json, [&](std::ostream& out) { cb::write_json(report, out); });
   if (!o.csv.empty()) write_file_atomically(o.csv, [&](std::ostream& out) { cb::write_csv(report, out); });
   if (!o.plot.empty()) {

@@ -104,6 +104,13 @@ int run_atomics(const atomics_cli& o) {
     if (stem.extension() == ".png" || stem.extension() == ".svg") stem.replace_extension();
     check_output_path("--plot " + stem.string() + ".png", fs::path(stem.string() + ".png"));
   }
+  // Without --json, the lab writes the plot's JSON to STEM.json.
+  const bool plot_json = !stem.empty() && o.json.empty();
+  check_distinct_outputs({{"--json " + o.json, o.json},
+                          {"--csv " + o.csv, o.csv},
+                          {"--plot " + stem.string() + ".png", stem.empty() ? fs::path() : fs::path(stem.string() + ".png")},
+                          {"--plot " + stem.string() + ".svg", stem.empty() ? fs::path() : fs::path(stem.string() + ".svg")},
+                          {"--plot " + stem.string() + ".json", plot_json ? fs::path(stem.string() + ".json") : fs::path()}});
 
 #if !CANOPY_HAVE_ATOMICS_LAB
   spdlog::warn("bench atomics: the atomics lab needs a CUDA device, and this canopy was built without CUDA "

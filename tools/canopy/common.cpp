@@ -10,6 +10,7 @@
 #include <cstring>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <system_error>
 
@@ -189,6 +190,10 @@ void stage::done(const std::string& what) const { spdlog::info("{} ({:.1f} ms)",
 void check_output_path(const std::string& subject, const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   if (path.empty()) throw usage_error("output file", "the name is empty");
+  // Not standard output (the tool's outputs are binary files or are named on purpose); a file named
+  // "-" used to be written. /dev/stdout writes to stdout, through a pipe or a terminal.
+  if (path == "-")
+    throw usage_error(subject, "'-' is not standard output here: give /dev/stdout for that, or ./- for a file named '-'");
   const auto dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw usage_error(subject, "directory does not exist");
@@ -201,6 +206,48 @@ void check_output_path(const std::string& subject, const std::filesystem::path& 
   if (fs::is_directory(st)) throw usage_error(subject, "is a directory");
   if (fs::exists(st) && !fs::is_regular_file(st) && !fs::is_character_file(st) && !fs::is_fifo(st))
     throw usage_error(subject, "not a regular file, character device or FIFO: not written");
+  if (trees::is_write_protected(path)) {
+    struct stat file {};
+    ::stat(path.c_str(), &file);
+    throw usage_error(subject, fmt::format("the file is write-protected (mode {:04o}): not replaced; make it writable "
+                                           "(chmod u+w) or remove it first",
+                                           file.st_mode & 07777));
+  }
+}
+
+namespace {
+
+// What an output would write: the file's device and inode when it exists, else the canonical path
+// it would be created at (dangling links followed); nothing for a character device, which takes
+// any number of outputs (/dev/null, a terminal).
+std::optional<std::string> output_identity(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISCHR(st.st_mode)) return std::nullopt;
+    return fmt::format("inode {}:{}", st.st_dev, st.st_ino);
+  }
+  fs::path p = path;
+  std::error_code ec;
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    const fs::path next = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+  const fs::path where = fs::weakly_canonical(fs::absolute(p, ec), ec);
+  return "path " + (ec ? p.lexically_normal() : where).string();
+}
+
+}  // namespace
+
+void check_distinct_outputs(const std::vector<std::pair<std::string, std::filesystem::path>>& outputs) {
+  std::vector<std::optional<std::string>> ids;
+  for (const auto& [subject, path] : outputs) ids.push_back(path.empty() ? std::nullopt : output_identity(path));
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (ids[i] && ids[j] && *ids[i] == *ids[j])
+        throw usage_error(outputs[i].first, fmt::format("names the same file as {}: each output needs its own file",
+                                                        outputs[j].first));
 }
 
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
@@ -255,13 +302,27 @@ std::FILE* summary_stream(const std::filesystem::path& output) {
   return same ? stderr : stdout;
 }
 
-int check_standard_output(int code) {
+namespace {
+int first_stdout_errno = 0;  // of the first flush that failed (flush_standard_output)
+}  // namespace
+
+bool flush_standard_output() {
   errno = 0;
   std::cout.flush();
-  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout;
-  if (!failed) return code;
-  const int err = errno != 0 ? errno : EIO;
-  std::fputs(fmt::format("canopy: error: standard output: {}\n", std::strerror(err)).c_str(), stderr);
+  const bool flushed = std::fflush(stdout) == 0;
+  if (!flushed && first_stdout_errno == 0) first_stdout_errno = errno;
+  return flushed && std::ferror(stdout) == 0 && std::cout;
+}
+
+int check_standard_output(int code) {
+  if (flush_standard_output()) return code;
+  int err = first_stdout_errno;
+  // A write that failed earlier (a buffer that filled up, a flush of the library's) left no errno
+  // behind: a write of no bytes asks the descriptor again (/dev/full: ENOSPC, a closed stdout:
+  // EBADF). "Input/output error", which nothing had said, was the guess here before.
+  if (err == 0 && ::write(STDOUT_FILENO, "", 0) < 0) err = errno;
+  const std::string reason = err != 0 ? std::strerror(err) : "a write failed";
+  std::fputs(fmt::format("canopy: error: standard output: {}\n", reason).c_str(), stderr);
   return exit_failed;
 }
 

@@ -11,6 +11,7 @@
 #include <iosfwd>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "canopy/trees/octree.hpp"
@@ -96,6 +97,11 @@ class stage {
 /// or it is a folder. Checked before a long run, not after.
 void check_output_path(const std::string& subject, const std::filesystem::path& path);
 
+/// Throws usage_error when two of `outputs` (subject, path; an empty path is not given) would write
+/// the same file: the same name, another spelling of it, or a link to it (`--json r --csv r` kept
+/// only the CSV). A character device may take several.
+void check_distinct_outputs(const std::vector<std::pair<std::string, std::filesystem::path>>& outputs);
+
 /// Writes `path` through a temporary file in the same directory and a rename
 /// (canopy::trees::write_file_atomically), so a failure leaves either the old file or none, never
 /// half of a new one; a missing directory or a directory in the way is a usage_error.
@@ -114,6 +120,10 @@ void remove_temporaries_on_signals();
 /// Opens read-only /dev/null on a closed descriptor 0, 1 or 2, so that no output file is opened on
 /// it and a write to a closed stdout still fails (EBADF). Call first in main.
 void reserve_standard_streams();
+
+/// Flushes stdout (std::cout and the C stream); false when this or an earlier write to it failed.
+/// The reason of the first failed flush is kept for check_standard_output's line.
+bool flush_standard_output();
 
 /// Flushes stdout: when anything written to it failed (a full disk, /dev/full, a closed stdout),
 /// prints one line "canopy: error: standard output: <reason>" and returns exit_failed; else `code`.

@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <iostream>
 #include <new>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -124,8 +126,15 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success))  // --help, --version
-      return check_standard_output(app.exit(e));
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {  // --help, --version
+      // Through a string: CLI11 ends --version with std::endl, whose flush failed unseen (on
+      // /dev/full the line said "Input/output error", not why); written here, the flush below
+      // meets the failure and its errno.
+      std::ostringstream text;
+      const int code = app.exit(e, text, std::cerr);
+      std::fwrite(text.str().data(), 1, text.str().size(), stdout);
+      return check_standard_output(code);
+    }
     // `canopy nosuch`: CLI11 says only "A subcommand is required"; name the word and the commands.
     const auto unknown = app.get_subcommands().empty() ? first_word(app.remaining()) : std::nullopt;
     if (unknown) {

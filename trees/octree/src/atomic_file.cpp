@@ -11,6 +11,7 @@
 #include <system_error>
 #include <utility>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -79,6 +80,13 @@ struct target {
   struct stat st {};
 };
 
+// See is_write_protected. `st` is the file's own stat (links followed).
+bool write_protected(const fs::path& file, const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return false;
+  if (::geteuid() == 0) return (st.st_mode & 0222) == 0;
+  return ::faccessat(AT_FDCWD, file.c_str(), W_OK, AT_EACCESS) != 0 && (errno == EACCES || errno == EPERM);
+}
+
 constexpr int max_symlink_hops = 40;  // Linux's own limit (ELOOP)
 
 target resolve(const fs::path& user) {
@@ -110,7 +118,12 @@ target resolve(const fs::path& user) {
       p = next.is_absolute() ? next : p.parent_path() / next;
       continue;
     }
-    if (S_ISREG(t.st.st_mode)) return t;
+    if (S_ISREG(t.st.st_mode)) {
+      // Renaming over it needs only the folder's permission: a file its owner made read-only
+      // (chmod a-w) would be replaced silently. Refused as `cp` refuses it.
+      if (write_protected(p, t.st)) fail("write-protected file: not replaced", user, EACCES);
+      return t;
+    }
     if (S_ISCHR(t.st.st_mode) || S_ISFIFO(t.st.st_mode)) {
       t.in_place = true;
       return t;
@@ -137,6 +150,11 @@ void keep_metadata(const fs::path& tmp, const fs::path& user, const struct stat&
 }
 
 }  // namespace
+
+bool is_write_protected(const fs::path& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && write_protected(path, st);
+}
 
 fs::path temporary_name_for(const fs::path& path) {
   // pid + a process-wide counter: unique among concurrent writers of the same folder, including

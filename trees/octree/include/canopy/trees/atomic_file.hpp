@@ -9,6 +9,9 @@
 //  * missing, or a regular file: temporary + rename. A replaced file keeps its permission bits
 //    (0600 stays 0600) and, when the writer is root, its owner and group. The name given gets a
 //    new file: another hard link to the old one keeps the old contents.
+//  * a write-protected regular file (one the writer could not open for writing, or, for root, one
+//    with no write permission bit at all, mode 0444): refused with filesystem_error (EACCES), as
+//    `cp` without -f refuses it; nothing is written. Replacing it used to be silent.
 //  * a symbolic link: followed (chains too, at most 40 links), and the file it points to is
 //    created or replaced as above; the link itself stays.
 //  * a character device or a FIFO (/dev/null, /dev/stdout, a named pipe), directly or through a
@@ -29,6 +32,11 @@ namespace canopy::trees {
 // Throws std::filesystem::filesystem_error (path1() is `path`; the temporary is removed on any
 // failure, including an exception from `write`) or input_error (a file type it will not write).
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
+
+// Whether write_file_atomically would refuse the existing regular file `path` (through links) as
+// write-protected: the writer may not write it (access(W_OK), effective ids), or the writer is
+// root and no write permission bit is set. False for a missing file and for anything else.
+bool is_write_protected(const std::filesystem::path& path);
 
 // The temporary name write_file_atomically uses for a regular file `path`:
 // "<name>.canopy-incomplete.<pid>.<n>" beside it, <name> shortened when the whole name would be
