@@ -171,6 +171,28 @@ TEST_F(CanopyLimits, FloatRangeIsOneRuleForEveryReader) {
   expect_one_line(run({"convert", path("huge.csv"), path("huge_out.bin")}), 2, "out of float32 range");
 }
 
+// A file no reader recognises got the Canopy binary reader's message ("magic is not \"CNPYPTS1\"",
+// "truncated header: 12 bytes"), as if it had to be that format. It now says that no format was
+// recognised and what was looked for; an empty file says it is empty.
+TEST_F(CanopyLimits, AnUnrecognisedFileSaysWhichFormatsAreRead) {
+  spit(path("notes.txt"), "hello world\n");
+  expect_one_line(run({"build", path("notes.txt")}), 2,
+                  "notes.txt: not a points file: no format recognised (looked for the magic \"CNPYPTS1\" of Canopy "
+                  "binary, \"\\x93NUMPY\" of NumPy or \"ply\" of PLY, the CSV header \"x,y,z,m\", a Tipsy or Gadget "
+                  "header, then the extensions .csv, .ply, .npy, .tipsy, .std, .gadget)",
+                  400);  // a long line: the test folder's name is in it
+  spit(path("noise.dat"), std::string(100, '\x07'));
+  expect_one_line(run({"accumulate", path("noise.dat"), "--backend", "cpu"}), 2, "noise.dat: not a points file: no format recognised", 400);
+  spit(path("x y z m.txt"), "x y z m\n1 2 3 4\n");
+  expect_one_line(run({"convert", path("x y z m.txt"), path("o.bin")}), 2, "the CSV header \"x,y,z,m\"", 400);
+  spit(path("empty"), "");
+  expect_one_line(run({"convert", path("empty"), path("o.bin")}), 2, "empty: empty file (0 bytes): not a points file");
+  // A file that starts as Canopy binary still gets that reader's message.
+  spit(path("cut.bin"), "CNPYPTS1\x01");
+  expect_one_line(run({"build", path("cut.bin")}), 2, "cut.bin: truncated header: 9 bytes");
+  EXPECT_FALSE(fs::exists(path("o.bin")));
+}
+
 // CSV, PLY and npy errors echoed raw file bytes: a newline split the message, escape sequences
 // reached the terminal, a NUL cut it, and a huge field made a huge line. Quoted, escaped, bounded.
 TEST_F(CanopyLimits, EchoedBytesAreEscapedAndBounded) {

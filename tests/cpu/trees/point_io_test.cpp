@@ -125,7 +125,8 @@ TEST(PointIoBinary, RejectsMissingFile) {
 TEST(PointIoBinary, RejectsWrongMagic) {
   temp_dir dir;
   write_bytes(dir / "m.pts", binary_image({}, 0, 1, 0, "CNPYPTSX"));
-  expect_throw<input_error>([&] { read_points(dir / "m.pts"); }, {"m.pts", "magic"});
+  expect_throw<input_error>([&] { read_points(dir / "m.pts"); }, {"m.pts", "no format recognised", "magic \"CNPYPTS1\""});
+  expect_throw<input_error>([&] { read_points_binary(dir / "m.pts"); }, {"m.pts", "magic is not \"CNPYPTS1\""});
 }
 
 TEST(PointIoBinary, RejectsWrongVersion) {
@@ -145,7 +146,9 @@ TEST(PointIoBinary, RejectsTruncatedHeader) {
   write_bytes(dir / "h.pts", binary_image({}, 0).substr(0, 20));
   expect_throw<input_error>([&] { read_points(dir / "h.pts"); }, {"h.pts", "truncated header", "20 bytes"});
   write_bytes(dir / "zero.pts", "");
-  expect_throw<input_error>([&] { read_points(dir / "zero.pts"); }, {"zero.pts", "truncated header"});
+  expect_throw<input_error>([&] { read_points(dir / "zero.pts"); }, {"zero.pts", "empty file (0 bytes)"});
+  // read_points_binary itself still says it of any file too short
+  expect_throw<input_error>([&] { read_points_binary(dir / "zero.pts"); }, {"zero.pts", "truncated header", "0 bytes"});
 }
 
 TEST(PointIoBinary, RejectsTruncatedData) {

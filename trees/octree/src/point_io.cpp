@@ -307,6 +307,19 @@ point_format detect(const unsigned char* head, std::size_t n, const std::filesys
   return point_format::binary;
 }
 
+// detect() falls back to Canopy binary for a file it recognises by nothing; such a file is refused
+// here, saying what was looked for, not with the binary reader's "magic is not ..." or "truncated
+// header", which named one format of six.
+void check_recognised(point_format format, const unsigned char* head, std::size_t n, const std::string& source) {
+  if (format != point_format::binary || (n >= sizeof point_file_magic && std::memcmp(head, point_file_magic, sizeof point_file_magic) == 0))
+    return;
+  if (n == 0) throw input_error(source, "empty file (0 bytes): not a points file");
+  throw input_error(source,
+                    "not a points file: no format recognised (looked for the magic \"CNPYPTS1\" of Canopy binary, "
+                    "\"\\x93NUMPY\" of NumPy or \"ply\" of PLY, the CSV header \"x,y,z,m\", a Tipsy or Gadget "
+                    "header, then the extensions .csv, .ply, .npy, .tipsy, .std, .gadget)");
+}
+
 // A choice of family or type is an error for a file it cannot apply to.
 void check_options(point_format format, const read_options& options, const std::string& source) {
   if (options.family != tipsy_family::all && format != point_format::tipsy) {
@@ -336,7 +349,16 @@ point_format detect_point_format(const std::filesystem::path& path) {
 std::vector<point> read_points(const std::filesystem::path& path) { return read_points(path, read_options{}); }
 
 std::vector<point> read_points(const std::filesystem::path& path, const read_options& options) {
-  const point_format format = detect_point_format(path);
+  point_format format{};
+  {
+    std::ifstream in = open_for_reading(path);
+    unsigned char head[detect_bytes];
+    in.read(reinterpret_cast<char*>(head), sizeof head);
+    if (in.bad()) throw input_error(path.string(), "cannot read the first bytes");
+    const auto n = static_cast<std::size_t>(in.gcount());
+    format = detect(head, n, path);
+    check_recognised(format, head, n, path.string());
+  }
   check_options(format, options, path.string());
   switch (format) {
     case point_format::csv: return read_points_csv(path);
@@ -352,6 +374,7 @@ std::vector<point> read_points(const std::filesystem::path& path, const read_opt
 std::vector<point> parse_points(std::span<const std::byte> bytes, const read_options& options, std::string_view source) {
   const point_format format = detect_point_format(bytes);
   const std::string file(source);
+  check_recognised(format, reinterpret_cast<const unsigned char*>(bytes.data()), std::min(bytes.size(), detect_bytes), file);
   check_options(format, options, file);
   switch (format) {
     case point_format::csv:

@@ -28,8 +28,9 @@
 // read_points(path) picks the reader from the file's content (detect_point_format), not its name:
 // magic numbers first ("CNPYPTS1", "\x93NUMPY", "ply", a Gadget record marker), then a Tipsy header
 // whose counts are consistent, then the CSV header "x,y,z,m"; only content that none of these
-// recognises falls back to the extension (.csv, .ply, .npy, .tipsy/.std, .gadget), and anything
-// else is read as Canopy binary, whose reader then says what is wrong.
+// recognises falls back to the extension (.csv, .ply, .npy, .tipsy/.std, .gadget). detect_point_format
+// calls anything else Canopy binary; read_points and parse_points refuse it (an empty file, or one
+// recognised by nothing) with input_error saying which formats were looked for.
 //
 // Readers accept only finite coordinates and finite, non-negative masses. Everything else throws
 // input_error whose source() is the path and whose problem() says what is wrong (and where: the
