@@ -366,7 +366,8 @@ TEST(PointFormatsPly, RejectsBadHeadersAndData) {
   reject(head + "property float x\nproperty float y\nproperty float z\nend_header\n1 2 nan\n", {"vertex 0", "non-finite coordinate z"});
   reject(head + "property float x\nproperty float y\nproperty float z\nproperty float mass\nend_header\n1 2 3 -1\n",
          {"vertex 0", "negative mass"});
-  reject(head + "property float x\nproperty float y\nproperty float z\nend_header\n1 2 3 4\n", {"data after the last element"});
+  reject(head + "property float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n4\n", {"data after the last element"});
+  reject(head + "property float x\nproperty float y\nproperty float z\nend_header\n1 2 3 4\n", {"p: line 8: more values than the 3 of vertex 0"});
   reject(head + "property float x\nproperty float y\nproperty float z\nend_header\n1 two 3\n", {"'two' is not a number"});
   reject(head + "property float x\nproperty float y\nproperty int z\nend_header\n1 2 3.5\n", {"'3.5' is not an integer"});
   reject("ply\nformat ascii 1.0\nelement vertex 1000000000000\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n",
@@ -374,6 +375,29 @@ TEST(PointFormatsPly, RejectsBadHeadersAndData) {
   reject("ply\nformat ascii 1.0\nproperty float x\nend_header\n", {"property before any element"});
   reject("plyx\n", {"not a PLY file"});
   reject(ply_binary(false, ply_points) + "!", {"1 bytes after the last element"});
+}
+
+// ASCII data is one element instance per line, as the format (and plyfile) has it: a vertex whose
+// values run on into the next line, a line with too few or too many values, are refused naming
+// the line. The reader used to take the data as one stream of numbers, lines ignored.
+TEST(PointFormatsPly, AsciiIsOneElementPerLine) {
+  const auto reject = [](const std::string& text, std::initializer_list<std::string> words) {
+    expect_throw<input_error>([&] { parse_points_ply(as_bytes(text), "p"); }, words);
+  };
+  // Seven header lines: the data starts on line 8.
+  const std::string head = "ply\nformat ascii 1.0\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n";
+  reject(head + "1 2\n3 4 5 6\n", {"p: line 8: vertex 0 ends after 2 values, before property 'z' (one vertex per line)"});
+  reject(head + "1 2 3 4\n5 6\n", {"p: line 8: more values than the 3 of vertex 0"});
+  reject(head + "1 2 3\n4 5\n6\n", {"p: line 9: vertex 1 ends after 2 values"});
+  reject(head + "1 2 3\n\n4 5\n6\n", {"p: line 10: vertex 1 ends after 2 values"});
+  // Spaces and a '\r' at a line's end, and empty lines between instances, are fine.
+  expect_points(parse_points_ply(as_bytes(head + "1 2 3 \r\n\n  4 5 6\n")), {{1, 2, 3, 1}, {4, 5, 6, 1}});
+  // A list's count says how many values follow on its line.
+  const std::string faces = "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nproperty float z\n"
+                            "element face 1\nproperty list uchar int i\nend_header\n1 2 3\n";
+  expect_points(parse_points_ply(as_bytes(faces + "3 0 1 2\n")), {{1, 2, 3, 1}});
+  reject(faces + "3 0 1\n2\n", {"p: line 11: face 0 ends after 3 values, before property 'i'"});
+  reject(faces + "3 0 1 2 5\n", {"p: line 11: more values than the 4 of face 0"});
 }
 
 // ------------------------------------------------------------------ NumPy ----------------------

@@ -94,6 +94,7 @@ class ply_reader {
       }
       std::vector<double> values(e.properties.size());
       for (std::uint64_t i = 0; i < e.count; ++i) {
+        if (enc_ == encoding::ascii) begin_line();
         for (std::size_t k = 0; k < e.properties.size(); ++k) {
           const property& p = e.properties[k];
           if (p.count_type != nullptr) {
@@ -106,6 +107,7 @@ class ply_reader {
             values[k] = value(*p.type, e, i, p);
           }
         }
+        if (enc_ == encoding::ascii) end_line(e, i);
         if (vertex) {
           const std::optional<std::size_t> fields[4] = {x_, y_, z_, mass_};
           for (int f = 0; f < 4; ++f) {
@@ -134,6 +136,34 @@ class ply_reader {
 
  private:
   static bool is_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+  static bool is_blank(int c) { return c == ' ' || c == '\t' || c == '\r'; }  // within a line
+
+  // ASCII data is one element instance per line (the PLY format; plyfile and other readers want it
+  // so): a line with too few or too many values is refused, never completed from the next line.
+  // Empty lines between instances are skipped.
+  void begin_line() {
+    if (line_ended_) ++line_;
+    for (int c = in_.peek(); c != -1 && is_space(c); c = in_.peek()) {
+      if (c == '\n') ++line_;
+      (void)in_.get();
+    }
+    line_ended_ = false;
+    values_in_line_ = 0;
+  }
+
+  void end_line(const element& e, std::uint64_t i) {
+    if (line_ended_) return;
+    int c = in_.get();
+    while (is_blank(c)) c = in_.get();
+    if (c == '\n') {
+      line_ended_ = true;
+      return;
+    }
+    if (c == -1) return;  // the file's last line, ended by spaces
+    throw input_error(file_, "line " + std::to_string(line_) + ": more values than the " +
+                                 std::to_string(values_in_line_) + " of " + label(e.name) + " " + std::to_string(i) +
+                                 " (one " + label(e.name) + " per line)");
+  }
 
   std::string header_line(std::size_t number) {
     std::string line;
@@ -166,6 +196,7 @@ class ply_reader {
       if (w[0] == "comment" || w[0] == "obj_info") continue;
       if (w[0] == "end_header") {
         if (w.size() != 1) throw input_error(file_, where + ": junk after end_header");
+        line_ = number + 1;
         break;
       }
       if (w[0] == "format") {
@@ -248,8 +279,15 @@ class ply_reader {
   }
 
   double ascii_value(const scalar_type& t, const element& e, std::uint64_t i, const property& p) {
+    const auto line_too_short = [&] {
+      return input_error(file_, "line " + std::to_string(line_) + ": " + label(e.name) + " " + std::to_string(i) +
+                                    " ends after " + std::to_string(values_in_line_) + " values, before property " +
+                                    quoted_bytes(p.name) + " (one " + label(e.name) + " per line)");
+    };
+    if (line_ended_) throw line_too_short();
     int c = in_.get();
-    while (c != -1 && is_space(c)) c = in_.get();
+    while (is_blank(c)) c = in_.get();
+    if (c == '\n') throw line_too_short();
     token_.clear();
     bool too_long = false;
     while (c != -1 && !is_space(c)) {
@@ -265,6 +303,8 @@ class ply_reader {
       throw input_error(file_, "truncated data: the file ends in " + label(e.name) + " " + std::to_string(i) + " of " +
                                    std::to_string(e.count) + " (property " + quoted_bytes(p.name) + ")");
     }
+    ++values_in_line_;
+    if (c == '\n') line_ended_ = true;
     std::string_view s = token_;
     if (s.starts_with('+')) s.remove_prefix(1);
     double v = 0;
@@ -293,6 +333,9 @@ class ply_reader {
   std::size_t x_ = 0, y_ = 0, z_ = 0;
   std::optional<std::size_t> mass_;
   std::string token_;
+  std::uint64_t line_ = 0;          // ASCII data: the line being read (the header's lines count)
+  bool line_ended_ = false;         // the last value read ended its line
+  std::size_t values_in_line_ = 0;  // values read from the current line
 };
 
 }  // namespace

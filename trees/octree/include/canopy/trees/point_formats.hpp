@@ -40,8 +40,10 @@
 //   float64, any of them for x, y, z and mass. The element "vertex" must have scalar x, y, z; the
 //   mass is its scalar `mass` property, else `weight`, else 1. Every element (faces, edges, other
 //   properties, list properties) is parsed in order and skipped, and the data must end where the
-//   last element does (ascii: whitespace may follow; ascii values are whitespace-separated
-//   numbers, one instance per line not required).
+//   last element does (ascii: whitespace may follow). ASCII data is one element instance per line,
+//   as the format has it: its values separated by spaces or tabs, the line ended by "\n" or
+//   "\r\n"; a line with fewer or more values than its instance has is an input_error naming the
+//   line (the values of one instance used to be taken across lines). Empty lines are skipped.
 //
 // NumPy .npy, format versions 1.0, 2.0 and 3.0: magic "\x93NUMPY", version, header length
 //   (uint16, or uint32 from 2.0), a Python dict literal with exactly 'descr', 'fortran_order' and
