@@ -16,6 +16,8 @@ each finished stage to the ``canopy`` logger and to progress callbacks.
 import contextlib
 import errno
 import logging
+import math
+import operator
 import os
 import stat
 import time
@@ -111,9 +113,10 @@ def build_info():
 
 def set_host_threads(count):
     """Threads for generating and building trees (0 = all cores); results never depend on it."""
-    if int(count) < 0:
+    count = _int32(count, "count")
+    if count < 0:
         raise InputError.of("count", f"must be >= 0, not {count}")
-    _canopy.set_host_threads(int(count))
+    _canopy.set_host_threads(count)
 
 
 def host_threads():
@@ -183,7 +186,70 @@ if os.environ.get("CANOPY_LOG_LEVEL"):
     set_log_level(os.environ["CANOPY_LOG_LEVEL"])
 
 
+# --- arguments ----------------------------------------------------------------------------------
+
+def _integer(value, what):
+    """``value`` as a Python int, the way Python and NumPy take an integer argument: an int, a NumPy
+    integer or a bool, or else a float of integral value (``2.0``). A float with a fraction, NaN or
+    infinity is an InputError (a ValueError), anything else (a string, None, an array) a TypeError,
+    both naming ``what``. ``int()`` used to truncate 2.5 to 2 and parse the string "3"."""
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    if isinstance(value, (float, np.floating)):
+        if math.isfinite(value) and float(value).is_integer():
+            return int(value)
+        raise InputError.of(what, f"must be an integer, not {value!r}")
+    raise TypeError(f"{what}: must be an integer, not {type(value).__name__}")
+
+
+def _int32(value, what):
+    """``value`` (as _integer takes it) as an int that fits the C++ int32 it becomes (a larger one
+    was nanobind's TypeError, "incompatible function arguments"); the C++ layer checks its range
+    further (blocks >= 0, queue_capacity >= 0, max_leaf >= 1, ...)."""
+    v = _integer(value, what)
+    if not -2**31 <= v <= 2**31 - 1:
+        raise InputError.of(what, f"must fit int32 (at most 2^31 - 1), not {value}")
+    return v
+
+
+def _seed(value, what="seed"):
+    """A seed: an integer in [0, 2^64 - 1] (the tool's --seed and gen: spec's SEED)."""
+    v = _integer(value, what)
+    if not 0 <= v <= 2**64 - 1:
+        raise InputError.of(what, f"must be an integer in [0, 2^64 - 1], not {value}")
+    return v
+
+
+def _number(value, what):
+    """``value`` as a float: an int or float (Python or NumPy); a string or anything else is a
+    TypeError naming ``what`` (``float()`` used to parse the string "10")."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{what}: must be a number, not {type(value).__name__}")
+    return float(value)
+
+
 # --- points -------------------------------------------------------------------------------------
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_float32_range(a, what):
+    """A finite value beyond float32's range became inf in the conversion, and the C++ check then
+    called it "not finite": refused as the file readers refuse it (one rule for float's range)."""
+    if a.dtype.kind != "f" or a.dtype.itemsize <= 4 or a.size == 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        bad = np.isinf(a.astype(np.float32)) & np.isfinite(a)
+    if bad.any():
+        i, j = (int(k) for k in np.argwhere(bad)[0])
+        field = f"mass m" if j == 3 else f"coordinate {'xyz'[j]}"
+        raise InputError.of(what, f"point {i}: {field} = {format(float(a[i, j]), '.17g')} is beyond float32's range "
+                                  f"(+-{_FLOAT32_MAX:.8g})")
+
 
 def _as_points(points, what="points"):
     """(n, 4) float32, C order: x, y, z, m; (n, 3) gets mass 1 (as the .npy reader does)."""
@@ -194,6 +260,7 @@ def _as_points(points, what="points"):
         raise InputError.of(what, f"points must have shape (n, 3) or (n, 4) (x, y, z[, m]), not {a.shape}")
     if a.dtype.kind not in "fiu":
         raise InputError.of(what, f"points must be numbers, not dtype {a.dtype}")
+    _check_float32_range(a, what)
     if a.shape[1] == 3:
         a = np.concatenate([a.astype(np.float32, copy=False), np.ones((a.shape[0], 1), np.float32)], axis=1)
     return np.ascontiguousarray(a, dtype=np.float32)
@@ -206,31 +273,40 @@ def generate(dist, n=None, seed=1, *, clusters=16, depth=None, per_leaf=None):
     instead of ``n`` (exactly ``per_leaf`` points in every finest cell). Returns (n, 4) float32."""
     if not isinstance(dist, str):
         raise InputError.of("dist", f"must be one of {', '.join(_DISTRIBUTIONS)}")
-    if int(seed) < 0:
-        raise InputError.of("seed", f"must be >= 0, not {seed}")
+    seed = _seed(seed)
     if dist.lower() == "lattice":
         if depth is None or per_leaf is None or n is not None:
             raise InputError.of("generate", "lattice points take depth= and per_leaf=, not n")
+        depth, per_leaf = _int32(depth, "depth"), _int32(per_leaf, "per_leaf")
         with _stage("generate", lambda: f"generated {len(p):,} points (lattice, depth {depth}, {per_leaf} per leaf)"):
-            p = _canopy.generate_lattice(int(depth), int(per_leaf), int(seed))
+            p = _canopy.generate_lattice(depth, per_leaf, seed)
         return p
-    if n is None or int(n) < 0 or int(n) > 2**31 - 1:
+    if n is None:
+        raise InputError.of("n", "the number of points is missing")
+    n = _integer(n, "n")
+    if not 0 <= n <= 2**31 - 1:
         raise InputError.of("n", f"the number of points must be in [0, 2^31 - 1], not {n}")
+    clusters = _integer(clusters, "clusters")
     # The tool's --clusters bound: each cluster costs memory whatever n is (50M took 1.6 GB).
-    if dist.lower() == "clusters" and not 1 <= int(clusters) <= _MAX_CLUSTERS:
+    if dist.lower() == "clusters" and not 1 <= clusters <= _MAX_CLUSTERS:
         raise InputError.of("clusters", f"the number of clusters must be in [1, {_MAX_CLUSTERS}], not {clusters}")
     with _stage("generate", lambda: f"generated {len(p):,} points ({dist}, seed {seed})"):
-        p = _canopy.generate(dist, int(n), int(seed), int(clusters))
+        p = _canopy.generate(dist, n, seed, clusters if dist.lower() == "clusters" else 16)  # else unused
     return p
 
 
 def _gadget_type(type):
-    if type is None or type == "all":
+    if type is None or (isinstance(type, str) and type == "all"):
         return -1
+    if isinstance(type, str) and type.isdigit():  # "1", as the tool's --type takes it
+        type = int(type)
     try:
-        return int(type)
-    except (TypeError, ValueError):
+        t = _integer(type, "type")
+    except (TypeError, ValueError):  # 2.5, "gas", None's kin: never truncated
         raise InputError.of("type", f"a Gadget particle type is 0..5 or 'all', not {type!r}") from None
+    if not 0 <= t <= 5:
+        raise InputError.of("type", f"a Gadget particle type is 0..5 or 'all', not {type!r}")
+    return t
 
 
 def _check_readable(path, what="points file"):
@@ -335,17 +411,19 @@ class Octree:
 def build_octree(points, max_leaf=32, max_depth=21):
     """The adaptive octree of ``points`` ((n, 3) or (n, 4)): a cell of more than ``max_leaf``
     points is split, down to level ``max_depth`` (0..21)."""
+    max_leaf, max_depth = _int32(max_leaf, "max_leaf"), _int32(max_depth, "max_depth")
     a = _as_points(points)
     with _stage("build", lambda: f"built octree: depth {t.depth}, {t.node_count:,} nodes, {t.leaf_count:,} leaves"):
-        t = Octree(_canopy.build_octree(a, int(max_leaf), int(max_depth)))
+        t = Octree(_canopy.build_octree(a, max_leaf, max_depth))
     return t
 
 
 def complete_octree(depth, per_leaf, seed=1):
     """The complete octree of the unit cube (every leaf on level ``depth``, ``per_leaf`` points
     each), built in closed form: the points of generate("lattice", depth=..., per_leaf=...)."""
+    depth, per_leaf, seed = _int32(depth, "depth"), _int32(per_leaf, "per_leaf"), _seed(seed)
     with _stage("build", lambda: f"built complete octree of depth {depth}: {t.node_count:,} nodes"):
-        t = Octree(_canopy.complete_octree(int(depth), int(per_leaf), int(seed)))
+        t = Octree(_canopy.complete_octree(depth, per_leaf, seed))
     return t
 
 
@@ -402,11 +480,11 @@ def accumulate(tree, backend="cpu", *, mode="continuation", tasks="auto", push_p
         return (m, info) if report else m
     blocks, threads = _int32(blocks, "blocks"), _int32(threads, "threads")
     queue_capacity = _int32(queue_capacity, "queue_capacity")
-    _canopy.check_scheduler_options(mode, push_policy, int(blocks), int(threads), int(queue_capacity),
-                                    float(deadline_ms))
+    deadline_ms = _number(deadline_ms, "deadline_ms")
+    _canopy.check_scheduler_options(mode, push_policy, blocks, threads, queue_capacity, deadline_ms)
     with _stage("pass", lambda: f"{r.backend} backend upward pass on {r.device} ({r.elapsed_us:.1f} us)"):
-        raw, r = _canopy.accumulate(impl, backend, tasks, mode, push_policy, int(blocks), int(threads),
-                                    int(queue_capacity), float(deadline_ms))
+        raw, r = _canopy.accumulate(impl, backend, tasks, mode, push_policy, blocks, threads, queue_capacity,
+                                    deadline_ms)
     m = _records(raw, PAYLOAD_DTYPE)
     info = {"backend": r.backend, "device": r.device, "tasks": r.tasks, "elapsed_us": r.elapsed_us}
     return (m, info) if report else m
@@ -541,15 +619,15 @@ def accumulate_device(points, max_leaf=32, max_depth=21, *, mode="continuation",
     if tasks not in TASKS:
         raise InputError.of("tasks", f"unknown task kind '{tasks}' ({', '.join(TASKS)})")
     sched = (mode, push_policy, _int32(blocks, "blocks"), _int32(threads, "threads"),
-             _int32(queue_capacity, "queue_capacity"), float(deadline_ms))
+             _int32(queue_capacity, "queue_capacity"), _number(deadline_ms, "deadline_ms"))
+    max_leaf, max_depth = _int32(max_leaf, "max_leaf"), _int32(max_depth, "max_depth")
     shape = tuple(getattr(points, "shape", ()))
     if len(shape) != 2 or shape[1] != 4 or str(getattr(points, "dtype", "")) != "float32":
         raise InputError.of("points", f"device points must be an (n, 4) float32 array, not shape {shape}, "
                                       f"dtype {getattr(points, 'dtype', None)}")
     with _stage("pass", lambda: f"gpu build and upward pass on {r.device} ({r.elapsed_us:.1f} us pass)"):
         if _dlpack_device_type(points) == _DLPACK_CUDA:
-            r = _canopy.device_accumulate(_dlpack_for_legacy_stream(points), int(max_leaf), int(max_depth), tasks,
-                                          *sched)
+            r = _canopy.device_accumulate(_dlpack_for_legacy_stream(points), max_leaf, max_depth, tasks, *sched)
         elif hasattr(points, "__cuda_array_interface__"):
             cai = points.__cuda_array_interface__
             if cai.get("typestr") != "<f4" or cai.get("strides") not in (None, (16, 4)):
@@ -561,7 +639,7 @@ def accumulate_device(points, max_leaf=32, max_depth=21, *, mode="continuation",
                 raise InputError.of("points", f"__cuda_array_interface__ stream must be None or a positive "
                                               f"integer, not {stream!r}")
             r = _canopy.device_accumulate_pointer(int(cai["data"][0]), int(shape[0]), int(stream or 0),
-                                                  int(max_leaf), int(max_depth), tasks, *sched)
+                                                  max_leaf, max_depth, tasks, *sched)
         else:
             raise InputError.of("points", "not a device array (no __dlpack__ on a CUDA device, no "
                                           "__cuda_array_interface__): use build_octree() and accumulate()")
@@ -569,20 +647,6 @@ def accumulate_device(points, max_leaf=32, max_depth=21, *, mode="continuation",
 
 
 # --- general DAGs -------------------------------------------------------------------------------
-
-def _int32(value, what):
-    """``value`` as an int that fits the C++ int32 it becomes (a larger one was nanobind's TypeError);
-    the C++ layer checks its range further (blocks >= 0, queue_capacity >= 0, ...)."""
-    try:
-        v = int(value)
-    except (TypeError, ValueError):
-        raise InputError.of(what, f"must be an integer, not {value!r}") from None
-    if v != value and not isinstance(value, (bool, np.bool_)):
-        raise InputError.of(what, f"must be an integer, not {value!r}")
-    if not -2**31 <= v <= 2**31 - 1:
-        raise InputError.of(what, f"must fit int32 (at most 2^31 - 1), not {value}")
-    return v
-
 
 def _integer_array(values, what):
     """``values`` as an int64 array: integers, or floats that are whole numbers; anything else (0.5,
@@ -617,7 +681,7 @@ class Dag:
     of range raise GraphError."""
 
     def __init__(self, task_count, edges, weights=None):
-        n = int(task_count)
+        n = _integer(task_count, "task_count")
         if n < 0 or n > 2**31 - 1:
             raise InputError.of("task_count", f"must be in [0, 2^31 - 1], not {task_count}")
         e = _integer_array(edges, "edges")
@@ -668,7 +732,7 @@ class Dag:
         with _stage("dag", lambda: f"{backend} backend DAG run on {device} ({us:.1f} us)"):
             v, device, us = self._impl.run(backend, mode, push_policy, _int32(blocks, "blocks"),
                                            _int32(threads, "threads"), _int32(queue_capacity, "queue_capacity"),
-                                           float(deadline_ms))
+                                           _number(deadline_ms, "deadline_ms"))
         return (v, {"backend": backend, "device": device, "elapsed_us": us}) if report else v
 
     def __repr__(self):

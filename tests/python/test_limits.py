@@ -84,3 +84,58 @@ def test_generate_caps_the_number_of_clusters_as_the_tool_does():
     with pytest.raises(canopy.InputError, match="1048576"):
         canopy.generate("clusters", 10, clusters=50_000_000)
     assert canopy.generate("clusters", 10, clusters=1 << 20).shape == (10, 4)
+
+
+def test_values_beyond_float32_say_so_as_the_readers_do(tmp_path):
+    # A finite float64 of 1e300 became inf in the float32 conversion and was "not finite".
+    p = np.array([[0.5, 0.5, 0.5, 1.0], [1e300, 0.5, 0.5, 1.0]])
+    with pytest.raises(canopy.InputError, match=r"point 1: coordinate x = 1\.0000000000000001e\+300 is beyond float32's "
+                                                r"range \(\+-3\.4028235e\+38\)"):
+        canopy.build_octree(p)
+    p[1] = [0.5, 0.5, 0.5, -1e39]
+    with pytest.raises(canopy.InputError, match="point 1: mass m = -9.9999999999999994e\\+38 is beyond float32.s range"):
+        canopy.write_points(tmp_path / "p.bin", p)
+    assert not (tmp_path / "p.bin").exists()
+    with pytest.raises(canopy.InputError, match="beyond float32's range"):
+        canopy.build_octree(np.array([[0.5, 0.5, 1e300]]))  # (n, 3)
+    # NaN stays "not finite"; a float64 that rounds to float32's largest is in range.
+    with pytest.raises(canopy.InputError, match="point 0 .* is not finite"):
+        canopy.build_octree(np.array([[0.5, np.nan, 0.5, 1.0]]))
+    canopy.write_points(tmp_path / "max.bin", np.array([[3.4028235e38, 0.0, 0.0, 1.0]]))
+    assert canopy.read_points(tmp_path / "max.bin")[0, 0] == np.finfo(np.float32).max
+
+
+def test_scalar_arguments_are_integers_never_truncated(tmp_path):
+    p = canopy.generate("uniform", 200)
+    t = canopy.build_octree(p)
+    canopy.write_points(tmp_path / "p.bin", p)
+    # A fraction, NaN or infinity: the module's InputError, a ValueError (max_leaf=2.5 ran with 2).
+    for call in [lambda: canopy.build_octree(p, max_leaf=2.5), lambda: canopy.build_octree(p, max_depth=3.5),
+                 lambda: canopy.generate("uniform", 10.5), lambda: canopy.generate("uniform", 10, seed=1.5),
+                 lambda: canopy.generate("clusters", 10, clusters=2.5), lambda: canopy.complete_octree(2.5, 1),
+                 lambda: canopy.generate("lattice", depth=1, per_leaf=1.5), lambda: canopy.set_host_threads(1.5),
+                 lambda: canopy.Dag(2.5, []), lambda: canopy.generate("uniform", float("nan")),
+                 lambda: canopy.build_octree(p, max_leaf=float("inf"))]:
+        with pytest.raises(canopy.InputError, match="must be an integer, not"):
+            call()
+    with pytest.raises(canopy.InputError, match="not 2.5"):
+        canopy.read_points(tmp_path / "p.bin", type=2.5)  # was read as type 2
+    # Not a number at all: TypeError, as Python and NumPy raise it (int("8") was parsed).
+    for call in [lambda: canopy.build_octree(p, max_leaf="8"), lambda: canopy.generate("uniform", "10"),
+                 lambda: canopy.build_octree(p, max_depth=None), lambda: canopy.Dag("2", []),
+                 lambda: canopy.accumulate(t, "cpu", deadline_ms="100"), lambda: canopy.accumulate(t, "cpu", blocks="2"),
+                 lambda: canopy.Dag(2, [[0, 1]]).run("cpu", deadline_ms=[1])]:
+        with pytest.raises(TypeError, match="must be an? (integer|number), not"):
+            call()
+    # Beyond the C++ type: the module's InputError, not nanobind's TypeError.
+    with pytest.raises(canopy.InputError, match="max_leaf"):
+        canopy.build_octree(p, max_leaf=2**40)
+    with pytest.raises(canopy.InputError, match="seed"):
+        canopy.generate("uniform", 10, seed=2**64)
+    with pytest.raises(canopy.InputError, match="seed"):
+        canopy.complete_octree(1, 1, seed=-1)
+    # Integers in any form, and floats of integral value, are integers.
+    t = canopy.build_octree(p, max_leaf=np.int64(8), max_depth=5.0)
+    assert t.depth <= 5 and int(t.npoints[t.leaves].max()) <= 8 or t.depth == 5
+    assert canopy.generate("uniform", np.uint16(10), seed=np.uint64(2**64 - 1)).shape == (10, 4)
+    assert len(canopy.read_points(tmp_path / "p.bin", type=None)) == 200
