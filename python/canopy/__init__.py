@@ -13,6 +13,7 @@ released; this module checks arguments, gives the payload records their NumPy dt
 each finished stage to the ``canopy`` logger and to progress callbacks.
 """
 
+import builtins
 import contextlib
 import errno
 import logging
@@ -146,6 +147,8 @@ def set_log_level(level):
     ``logging`` level number). The messages go to the ``logging`` logger ``"canopy"``; this adds
     one stderr handler to it (once). The environment variable CANOPY_LOG_LEVEL sets it at import."""
     global _handler
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, (str, int, np.integer)):
+        raise TypeError(f"level: must be a level name or a logging level number, not {type(level).__name__}")
     if isinstance(level, str):
         if level.lower() not in _LEVELS:
             raise InputError.of("level", f"unknown log level '{level}' ({', '.join(_LEVELS)})")
@@ -300,10 +303,11 @@ def _gadget_type(type):
         return -1
     if isinstance(type, str) and type.isdigit():  # "1", as the tool's --type takes it
         type = int(type)
+    shown = repr(type) if isinstance(type, (str, int, float, np.number)) else f"a {builtins.type(type).__name__}"
     try:
         t = _integer(type, "type")
-    except (TypeError, ValueError):  # 2.5, "gas", None's kin: never truncated
-        raise InputError.of("type", f"a Gadget particle type is 0..5 or 'all', not {type!r}") from None
+    except (TypeError, ValueError):  # 2.5, "gas", an array: never truncated
+        raise InputError.of("type", f"a Gadget particle type is 0..5 or 'all', not {shown}") from None
     if not 0 <= t <= 5:
         raise InputError.of("type", f"a Gadget particle type is 0..5 or 'all', not {type!r}")
     return t
@@ -333,6 +337,10 @@ def read_points(path, *, family="all", type=None):
 
 def parse_points(data, *, family="all", type=None, source="<memory>"):
     """The same readers over a whole file's bytes; errors name ``source``."""
+    try:
+        data = memoryview(data)  # bytes-like only: bytes(n) of an int n made n zero bytes
+    except TypeError:
+        raise TypeError(f"data: must be bytes-like (bytes, bytearray, memoryview), not {builtins.type(data).__name__}") from None
     with _stage("read", lambda: f"parsed {len(p):,} points from {source}"):
         p = _canopy.parse_points(bytes(data), str(family), _gadget_type(type), str(source))
     return p
@@ -435,7 +443,18 @@ def _tree_impl(tree):
 
 # --- the upward pass ----------------------------------------------------------------------------
 
+def _name(value, what, choices=None):
+    """A name argument (backend, mode, tasks, push_policy): anything but a string is a TypeError
+    (an array raised NumPy's "truth value is ambiguous", an int nanobind's "incompatible function
+    arguments"); a string not among ``choices`` is left to the caller's InputError."""
+    if not isinstance(value, str):
+        listed = f" ({', '.join(choices)})" if choices else ""
+        raise TypeError(f"{what}: must be a string{listed}, not {builtins.type(value).__name__}")
+    return value
+
+
 def _resolve_backend(backend):
+    _name(backend, "backend", BACKENDS)
     if backend not in BACKENDS:
         raise InputError.of("backend", f"unknown backend '{backend}' ({', '.join(BACKENDS)})")
     if backend == "auto":
@@ -470,7 +489,7 @@ def accumulate(tree, backend="cpu", *, mode="continuation", tasks="auto", push_p
     backend, device, tasks and elapsed_us (the pass alone)."""
     impl = _tree_impl(tree)
     backend = _resolve_backend(backend)
-    if tasks not in TASKS:
+    if _name(tasks, "tasks", TASKS) not in TASKS:
         raise InputError.of("tasks", f"unknown task kind '{tasks}' ({', '.join(TASKS)})")
     if backend == "reference":
         t0 = time.perf_counter()
@@ -481,6 +500,7 @@ def accumulate(tree, backend="cpu", *, mode="continuation", tasks="auto", push_p
     blocks, threads = _int32(blocks, "blocks"), _int32(threads, "threads")
     queue_capacity = _int32(queue_capacity, "queue_capacity")
     deadline_ms = _number(deadline_ms, "deadline_ms")
+    mode, push_policy = _name(mode, "mode", MODES), _name(push_policy, "push_policy", PUSH_POLICIES)
     _canopy.check_scheduler_options(mode, push_policy, blocks, threads, queue_capacity, deadline_ms)
     with _stage("pass", lambda: f"{r.backend} backend upward pass on {r.device} ({r.elapsed_us:.1f} us)"):
         raw, r = _canopy.accumulate(impl, backend, tasks, mode, push_policy, blocks, threads, queue_capacity,
@@ -616,10 +636,10 @@ def accumulate_device(points, max_leaf=32, max_depth=21, *, mode="continuation",
     if not hasattr(_canopy, "device_accumulate"):
         raise BackendUnavailableError("accumulate_device: this canopy module was built without CUDA support "
                                       "(CANOPY_GPU=OFF)")
-    if tasks not in TASKS:
+    if _name(tasks, "tasks", TASKS) not in TASKS:
         raise InputError.of("tasks", f"unknown task kind '{tasks}' ({', '.join(TASKS)})")
-    sched = (mode, push_policy, _int32(blocks, "blocks"), _int32(threads, "threads"),
-             _int32(queue_capacity, "queue_capacity"), _number(deadline_ms, "deadline_ms"))
+    sched = (_name(mode, "mode", MODES), _name(push_policy, "push_policy", PUSH_POLICIES), _int32(blocks, "blocks"),
+             _int32(threads, "threads"), _int32(queue_capacity, "queue_capacity"), _number(deadline_ms, "deadline_ms"))
     max_leaf, max_depth = _int32(max_leaf, "max_leaf"), _int32(max_depth, "max_depth")
     shape = tuple(getattr(points, "shape", ()))
     if len(shape) != 2 or shape[1] != 4 or str(getattr(points, "dtype", "")) != "float32":
@@ -730,7 +750,8 @@ class Dag:
             info = {"backend": "reference", "device": "serial host", "elapsed_us": (time.perf_counter() - t0) * 1e6}
             return (v, info) if report else v
         with _stage("dag", lambda: f"{backend} backend DAG run on {device} ({us:.1f} us)"):
-            v, device, us = self._impl.run(backend, mode, push_policy, _int32(blocks, "blocks"),
+            v, device, us = self._impl.run(backend, _name(mode, "mode", MODES),
+                                           _name(push_policy, "push_policy", PUSH_POLICIES), _int32(blocks, "blocks"),
                                            _int32(threads, "threads"), _int32(queue_capacity, "queue_capacity"),
                                            _number(deadline_ms, "deadline_ms"))
         return (v, {"backend": backend, "device": device, "elapsed_us": us}) if report else v

@@ -139,3 +139,25 @@ def test_scalar_arguments_are_integers_never_truncated(tmp_path):
     assert t.depth <= 5 and int(t.npoints[t.leaves].max()) <= 8 or t.depth == 5
     assert canopy.generate("uniform", np.uint16(10), seed=np.uint64(2**64 - 1)).shape == (10, 4)
     assert len(canopy.read_points(tmp_path / "p.bin", type=None)) == 200
+
+
+def test_arguments_of_the_wrong_type_are_type_errors():
+    t = canopy.build_octree(canopy.generate("uniform", 100))
+    d = canopy.Dag(2, [[0, 1]])
+    # Name arguments: an int was nanobind's "incompatible function arguments", an array NumPy's
+    # "truth value of an array ... is ambiguous".
+    for call in [lambda: canopy.accumulate(t, "cpu", mode=5), lambda: canopy.accumulate(t, "cpu", push_policy=None),
+                 lambda: canopy.accumulate(t, np.array(["cpu", "gpu"])), lambda: canopy.accumulate(t, "cpu", tasks=np.zeros(2)),
+                 lambda: d.run("cpu", mode=b"lockfree"), lambda: canopy.set_log_level(np.array(["info", "off"]))]:
+        with pytest.raises(TypeError, match=r"^(mode|push_policy|backend|tasks|level): must be"):
+            call()
+    with pytest.raises(canopy.InputError, match="unknown backend 'cpux'"):
+        canopy.accumulate(t, "cpux")
+    # parse_points takes bytes: an int n used to become n zero bytes (10**10 would take 10 GB).
+    with pytest.raises(TypeError, match="data: must be bytes-like"):
+        canopy.parse_points(10**10)
+    assert canopy.parse_points(bytearray(b"x,y,z,m\n0.5,0.5,0.5,1\n")).shape == (1, 4)
+    # An array as a Gadget type: one line, no array printed across lines.
+    with pytest.raises(canopy.InputError, match="not a ndarray") as e:
+        canopy.parse_points(b"x,y,z,m\n", type=np.zeros((3, 3)))
+    assert "\n" not in str(e.value)
