@@ -161,3 +161,18 @@ def test_arguments_of_the_wrong_type_are_type_errors():
     with pytest.raises(canopy.InputError, match="not a ndarray") as e:
         canopy.parse_points(b"x,y,z,m\n", type=np.zeros((3, 3)))
     assert "\n" not in str(e.value)
+
+
+def test_write_points_refuses_a_write_protected_file(tmp_path):
+    # The tool's rule (RELIABILITY.md): a file made read-only is not replaced; PermissionError.
+    f = tmp_path / "ro.bin"
+    canopy.write_points(f, canopy.generate("uniform", 10))
+    f.chmod(0o444)
+    before = f.read_bytes()
+    with pytest.raises(PermissionError) as e:
+        canopy.write_points(f, canopy.generate("uniform", 20))
+    assert e.value.filename == str(f)
+    assert f.read_bytes() == before and not [p for p in tmp_path.iterdir() if "canopy-incomplete" in p.name]
+    f.chmod(0o644)
+    canopy.write_points(f, canopy.generate("uniform", 20))
+    assert len(canopy.read_points(f)) == 20
