@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: Apache-2.0
+// The whole FMM as one task DAG (issue 40, item 4), built on the host from the octree and its
+// interaction lists, in the scheduler's form (canopy::task_graph, successors in CSR).
+//
+// The scheduler knows one kind of task, an id; the FMM has five. The kind is the id's range
+// (task_ranges), so nothing in the runtime changes:
+//
+//   up    [0, nodes)          one per node, id = node: P2M at a leaf, M2M of its children at an
+//                             internal node. Waits for its children's up tasks.
+//   m2l   one per target with a non-empty M2L list: the target's local from its sources'
+//                             multipoles. Waits for the up task of every source.
+//   down  one per node whose local expansion is not zero (the node or an ancestor has an M2L
+//                             list): its own M2L result plus its parent's local shifted (L2L).
+//                             Waits for its m2l task (if any) and its parent's down task (if any).
+//   l2p   one per leaf with a down task: adds the far field to each of its points.
+//                             Waits for the leaf's down task and its p2p task.
+//   p2p   one per leaf: writes the near field of each of its points. No predecessors, so these
+//                             fill the GPU from the first moment while the multipoles climb.
+//
+// l2p waits for p2p because both write the same points: p2p stores, l2p adds, and no two tasks
+// ever write one point at the same time. Sources are claimed in id order (task_graph's sources are
+// sorted), so the leaves' up tasks, which start the critical path (up, m2l, down, l2p), come
+// before the p2p tasks, which only fill.
+//
+// Nodes whose local expansion would be zero get no down task and their leaves no l2p: the far
+// field of a point is then exactly zero and p2p's store is its whole field.
+#pragma once
+
+#include <canopy/config.hpp>
+#include <canopy/fmm/interaction_lists.hpp>
+#include <canopy/status.hpp>
+#include <canopy/task_graph.hpp>
+#include <canopy/trees/octree.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace canopy::fmm {
+
+enum class task_kind : std::int32_t { up, m2l, down, l2p, p2p };
+
+// The id ranges of the five kinds: kind k holds [begin of k, begin of k+1).
+struct task_ranges {
+  std::int32_t m2l_begin = 0;   // = node count: up tasks are [0, m2l_begin)
+  std::int32_t down_begin = 0;
+  std::int32_t l2p_begin = 0;
+  std::int32_t p2p_begin = 0;
+  std::int32_t end = 0;         // the task count
+
+  CANOPY_HD task_kind kind_of(std::int32_t t) const {
+    return t < m2l_begin ? task_kind::up
+           : t < down_begin ? task_kind::m2l
+           : t < l2p_begin  ? task_kind::down
+           : t < p2p_begin  ? task_kind::l2p
+                            : task_kind::p2p;
+  }
+};
+
+// The DAG and the per-kind node lists its tasks run on, plus the same work grouped by level for
+// the phase-by-phase baseline (the CUDA graph of gpu_evaluate.hpp).
+struct task_dag {
+  task_ranges ranges;
+  std::vector<std::int32_t> m2l_target;  // m2l task m2l_begin + i runs on node m2l_target[i]
+  std::vector<std::int32_t> down_node;   // down task down_begin + i on node down_node[i] (increasing ids)
+  std::vector<std::int32_t> l2p_leaf;    // l2p task l2p_begin + i on leaf l2p_leaf[i] (Morton order)
+  std::vector<std::int32_t> p2p_leaf;    // p2p task p2p_begin + i on leaf p2p_leaf[i] (= tree.leaves)
+  std::vector<std::uint8_t> has_local;   // per node: its local expansion is not zero (it has a down task)
+  canopy::task_graph graph;
+
+  // For the level-synchronous baseline: internal nodes by level (M2M bottom-up), down nodes by
+  // level (L2L top-down). internal_level_offset[L] .. [L+1] indexes internal_node; down_level_offset
+  // likewise indexes down_node (which is in node order, so already grouped by level).
+  std::vector<std::int32_t> internal_node;
+  std::vector<std::int32_t> internal_level_offset;  // depth + 2 entries
+  std::vector<std::int32_t> down_level_offset;      // depth + 2 entries
+
+  std::int32_t task_count() const { return ranges.end; }
+};
+
+// Builds the DAG of the header comment for `tree` and `lists` (build_interaction_lists of that
+// tree). Throws std::invalid_argument when the lists are not of this tree.
+inline task_dag build_task_dag(const trees::octree& tree, const interaction_lists& lists) {
+  const std::int32_t nodes = tree.node_count();
+  const auto n_size = static_cast<std::size_t>(nodes);
+  if (lists.m2l_offset.size() != n_size + 1 || lists.p2p_offset.size() != n_size + 1)
+    throw std::invalid_argument("fmm::build_task_dag: lists are not of this tree (" + std::to_string(nodes) + " nodes)");
+  const auto has_m2l = [&](std::int32_t n) {
+    return lists.m2l_offset[static_cast<std::size_t>(n) + 1] > lists.m2l_offset[static_cast<std::size_t>(n)];
+  };
+
+  task_dag d;
+  d.has_local.assign(n_size, 0);
+  // Level order puts every parent before its children, so one pass settles has_local.
+  for (std::int32_t n = 0; n < nodes; ++n) {
+    const std::int32_t p = tree.parent[static_cast<std::size_t>(n)];
+    d.has_local[static_cast<std::size_t>(n)] = has_m2l(n) || (p >= 0 && d.has_local[static_cast<std::size_t>(p)]);
+  }
+  std::vector<std::int32_t> m2l_task(n_size, -1), down_task(n_size, -1), p2p_task(n_size, -1);
+  for (std::int32_t n = 0; n < nodes; ++n)
+    if (has_m2l(n)) d.m2l_target.push_back(n);
+  for (std::int32_t n = 0; n < nodes; ++n)
+    if (d.has_local[static_cast<std::size_t>(n)]) d.down_node.push_back(n);
+  for (const std::int32_t leaf : tree.leaves)
+    if (d.has_local[static_cast<std::size_t>(leaf)]) d.l2p_leaf.push_back(leaf);
+  d.p2p_leaf = tree.leaves;
+
+  task_ranges& r = d.ranges;
+  r.m2l_begin = nodes;
+  r.down_begin = r.m2l_begin + static_cast<std::int32_t>(d.m2l_target.size());
+  r.l2p_begin = r.down_begin + static_cast<std::int32_t>(d.down_node.size());
+  r.p2p_begin = r.l2p_begin + static_cast<std::int32_t>(d.l2p_leaf.size());
+  r.end = r.p2p_begin + static_cast<std::int32_t>(d.p2p_leaf.size());
+  for (std::size_t i = 0; i < d.m2l_target.size(); ++i)
+    m2l_task[static_cast<std::size_t>(d.m2l_target[i])] = r.m2l_begin + static_cast<std::int32_t>(i);
+  for (std::size_t i = 0; i < d.down_node.size(); ++i)
+    down_task[static_cast<std::size_t>(d.down_node[i])] = r.down_begin + static_cast<std::int32_t>(i);
+  for (std::size_t i = 0; i < d.p2p_leaf.size(); ++i)
+    p2p_task[static_cast<std::size_t>(d.p2p_leaf[i])] = r.p2p_begin + static_cast<std::int32_t>(i);
+
+  std::vector<std::pair<task_id, task_id>> edges;  // (a, b): b waits for a
+  edges.reserve(n_size + lists.m2l_source.size() + 2 * d.down_node.size() + 2 * d.l2p_leaf.size());
+  for (std::int32_t n = 1; n < nodes; ++n) edges.emplace_back(n, tree.parent[static_cast<std::size_t>(n)]);
+  for (std::size_t i = 0; i < d.m2l_target.size(); ++i) {
+    const auto t = static_cast<std::size_t>(d.m2l_target[i]);
+    for (std::int32_t k = lists.m2l_offset[t]; k < lists.m2l_offset[t + 1]; ++k)
+      edges.emplace_back(lists.m2l_source[static_cast<std::size_t>(k)], r.m2l_begin + static_cast<std::int32_t>(i));
+  }
+  for (const std::int32_t n : d.down_node) {
+    const auto i = static_cast<std::size_t>(n);
+    if (m2l_task[i] >= 0) edges.emplace_back(m2l_task[i], down_task[i]);
+    const std::int32_t p = tree.parent[i];
+    if (p >= 0 && down_task[static_cast<std::size_t>(p)] >= 0) edges.emplace_back(down_task[static_cast<std::size_t>(p)], down_task[i]);
+  }
+  for (std::size_t i = 0; i < d.l2p_leaf.size(); ++i) {
+    const auto leaf = static_cast<std::size_t>(d.l2p_leaf[i]);
+    const task_id l2p = r.l2p_begin + static_cast<std::int32_t>(i);
+    edges.emplace_back(down_task[leaf], l2p);
+    edges.emplace_back(p2p_task[leaf], l2p);
+  }
+  d.graph = canopy::task_graph::from_edges(r.end, edges);
+
+  // The baseline's level lists.
+  const int levels = tree.depth + 1;
+  d.internal_level_offset.assign(static_cast<std::size_t>(levels) + 1, 0);
+  d.down_level_offset.assign(static_cast<std::size_t>(levels) + 1, 0);
+  for (int level = 0; level < levels; ++level) {
+    for (std::int32_t n = tree.level_offset[static_cast<std::size_t>(level)]; n < tree.level_offset[static_cast<std::size_t>(level) + 1]; ++n)
+      if (!tree.is_leaf(n)) d.internal_node.push_back(n);
+    d.internal_level_offset[static_cast<std::size_t>(level) + 1] = static_cast<std::int32_t>(d.internal_node.size());
+  }
+  std::size_t k = 0;
+  for (int level = 0; level < levels; ++level) {
+    while (k < d.down_node.size() && d.down_node[k] < tree.level_offset[static_cast<std::size_t>(level) + 1]) ++k;
+    d.down_level_offset[static_cast<std::size_t>(level) + 1] = static_cast<std::int32_t>(k);
+  }
+  return d;
+}
+
+}  // namespace canopy::fmm
