@@ -261,6 +261,21 @@ TEST(FmmTaskDag, DegenerateTrees) {
   check_runs<float, 4>(lattice, 2e-5);
 }
 
+// evaluate_points (how the GPU benchmark checks 1M points on a sample) is evaluate, bit for bit,
+// at the points it is given.
+TEST(FmmEvaluatePoints, EqualsEvaluateBitForBitOnASample) {
+  const problem p = make_problem(ct::generate_plummer(3000, 31), 16, 0.5);
+  const auto all = cf::evaluate<float, 6>(p.tree, p.geometry, p.lists, 1e-4);
+  const std::vector<std::int32_t> which{0, 1, 17, 1500, 2998, 2999, 17};
+  const auto some = cf::evaluate_points<float, 6>(p.tree, p.geometry, p.lists, 1e-4, which);
+  ASSERT_EQ(some.size(), which.size());
+  for (std::size_t k = 0; k < which.size(); ++k)
+    EXPECT_EQ(std::memcmp(&some[k], &all[static_cast<std::size_t>(which[k])], sizeof(some[k])), 0) << "point " << which[k];
+  EXPECT_TRUE((cf::evaluate_points<float, 6>(p.tree, p.geometry, p.lists, 1e-4, {}).empty()));
+  const std::vector<std::int32_t> outside{3000};
+  EXPECT_THROW((cf::evaluate_points<float, 6>(p.tree, p.geometry, p.lists, 1e-4, outside)), std::invalid_argument);
+}
+
 TEST(FmmTaskDag, RejectsForeignLists) {
   const problem p = make_problem(ct::generate_uniform(100, 1), 8, 0.5);
   const ct::octree other = ct::build_octree(ct::generate_uniform(1000, 2), {8, 21});

@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: Apache-2.0
+// The FMM's task bodies on the GPU: task_ops.hpp's serial bodies split over the G lanes of a
+// lane group (canopy/lane_group.cuh; G = 32, or 1 in the scheduler modes where only warp masters
+// work). The scheduled DAG (dag_ops) and the phase-by-phase baseline (phase_kernel) call the same
+// bodies, so the comparison measures the schedule, not the kernels.
+//
+// How each kind is split (a first version: one expansion per lane, coefficients in local memory;
+// docs/FMM.md lists what a tuned version would change):
+//   up     lanes split the leaf's points (P2M) or the node's children (M2M); partial expansions
+//          summed over the group with shuffles, each lane storing every G-th coefficient
+//   m2l    lanes split the target's sources, summed the same way
+//   down   lanes split the output coefficients of the L2L
+//   l2p    lanes split the leaf's points (each reads the whole local expansion)
+//   p2p    lanes split the leaf's points, every lane walks the same source list
+//
+// Data that other tasks of the same run wrote (multipoles, locals, the fields p2p stored) is read
+// with __ldcg: the scheduler's acquire orders it, but a lane that did not perform the acquire
+// itself may otherwise hit a line its SM's L1 cached earlier (lane_group.cuh; ArborX #574,
+// Axom #307). The bodies are __noinline__: the scheduler instantiates its persistent kernel for
+// every mode, and inlined bodies would be compiled once per mode instead of once per order.
+#pragma once
+
+#if !defined(__CUDACC__)
+#error "canopy/fmm/detail/gpu_tasks.cuh is device code: include it from .cu files only"
+#endif
+
+#include <canopy/fmm/expansion.hpp>
+#include <canopy/fmm/kernels.hpp>
+#include <canopy/fmm/task_dag.hpp>
+#include <canopy/fmm/task_ops.hpp>
+#include <canopy/lane_group.cuh>
+#include <canopy/status.hpp>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace canopy::fmm::detail {
+
+// A copy of an expansion another task of this run wrote, read past L1 (see the header comment).
+template <class E>
+__device__ __forceinline__ E load_written(const E& src) {
+  E out;
+#pragma unroll
+  for (int i = 0; i < E::size; ++i) out.c[i] = __ldcg(&src.c[i]);
+  return out;
+}
+
+// Sums `partial` over the group; lane r stores coefficients r, r + G, ... of the sum into *dst.
+template <int G, class E>
+__device__ __forceinline__ void sum_and_store(const lane_group<G>& g, const E& partial, E* dst) {
+#pragma unroll
+  for (int i = 0; i < E::size; ++i) {
+    const float v = group_sum(g, partial.c[i]);
+    if (i % G == g.rank) dst->c[i] = v;
+  }
+}
+
+template <int P>
+struct gpu_tasks {
+  using multipole = multipole_expansion<float, P>;
+  using local = local_expansion<float, P>;
+  task_data<float, P> d;
+
+  template <int G>
+  __device__ __noinline__ void up(std::int32_t n, const lane_group<G>& g) const {
+    multipole m;
+    set_zero(m);
+    const frame<float> f = d.frames[n];
+    const std::int32_t children = d.child_count[n];
+    if (children == 0) {
+      const trees::point* pts = d.points + d.point_begin[n];
+      for (std::int32_t j = g.rank; j < d.point_count[n]; j += G) p2m(pts + j, 1, f, m);
+    } else {
+      const std::int32_t first = d.first_child[n];
+      for (std::int32_t c = first + g.rank; c < first + children; c += G) m2m(load_written(d.multipoles[c]), d.frames[c], f, m);
+    }
+    sum_and_store(g, m, d.multipoles + n);
+  }
+
+  template <int G>
+  __device__ __noinline__ void m2l_into(std::int32_t t, const lane_group<G>& g) const {
+    local l;
+    set_zero(l);
+    const frame<float> tf = d.frames[t];
+    for (std::int32_t k = d.m2l_offset[t] + g.rank; k < d.m2l_offset[t + 1]; k += G) {
+      const std::int32_t s = d.m2l_source[k];
+      m2l(load_written(d.multipoles[s]), d.frames[s], tf, d.eps2, l);
+    }
+    sum_and_store(g, l, d.locals + t);
+  }
+
+  // kernels.hpp's l2l, each lane computing the coefficients j = rank (mod G) of the child:
+  //   Ft^C_j = own_j + (s_C / s_B)^(|j|+1) sum_{|m| <= P-|j|} Ft^B_{j+m} S_m(t / s_B)
+  // with own_j the node's M2L result (0 without one). Each lane reads and writes only its own j,
+  // so reading locals[n] and storing over it needs no synchronisation.
+  template <int G>
+  __device__ __noinline__ void down(std::int32_t n, const lane_group<G>& g) const {
+    const std::int32_t p = d.parent[n];
+    const bool own = d.has_m2l(n), inherit = p >= 0 && d.has_local[p] != 0;
+    const frame<float> cf = d.frames[n];
+    float* out = d.locals[n].c;
+    if (!inherit) {
+      for (int j = g.rank; j < local::size; j += G) out[j] = own ? __ldcg(out + j) : 0.f;
+      return;
+    }
+    const frame<float> pf = d.frames[p];
+    const float* parent = d.locals[p].c;
+    const float inv_s = 1.f / pf.scale;
+    float s[coefficient_count(P)];
+    fmm::detail::scaled_monomials<float, P>((cf.center[0] - pf.center[0]) * inv_s, (cf.center[1] - pf.center[1]) * inv_s,
+                                            (cf.center[2] - pf.center[2]) * inv_s, s);
+    const float ratio = cf.scale * inv_s;
+    float power = ratio;  // ratio^(|j|+1)
+    int j = 0;
+    for (int jo = 0; jo <= P; ++jo, power *= ratio) {
+      for (int jx = jo; jx >= 0; --jx) {
+        for (int jy = jo - jx; jy >= 0; --jy, ++j) {
+          if (j % G != g.rank) continue;
+          const int jz = jo - jx - jy;
+          float sum = 0.f;
+          int m = 0;
+          for (int mo = 0; mo <= P - jo; ++mo)
+            for (int mx = mo; mx >= 0; --mx)
+              for (int my = mo - mx; my >= 0; --my, ++m)
+                sum += __ldcg(parent + multi_index(jx + mx, jy + my, jz + mo - mx - my)) * s[m];
+          out[j] = (own ? __ldcg(out + j) : 0.f) + power * sum;
+        }
+      }
+    }
+  }
+
+  template <int G>
+  __device__ __noinline__ void l2p_leaf(std::int32_t leaf, const lane_group<G>& g) const {
+    const std::int32_t begin = d.point_begin[leaf], end = begin + d.point_count[leaf];
+    if (begin + g.rank >= end) return;
+    const local l = load_written(d.locals[leaf]);
+    const frame<float> f = d.frames[leaf];
+    for (std::int32_t j = begin + g.rank; j < end; j += G) {
+      const trees::point q = d.points[j];
+      const field<float> far = l2p(l, f, q.x, q.y, q.z);
+      field<float>* out = d.fields + j;
+      out->ax = __ldcg(&out->ax) + far.ax;
+      out->ay = __ldcg(&out->ay) + far.ay;
+      out->az = __ldcg(&out->az) + far.az;
+      out->phi = __ldcg(&out->phi) + far.phi;
+    }
+  }
+
+  template <int G>
+  __device__ __noinline__ void p2p_leaf(std::int32_t leaf, const lane_group<G>& g) const {
+    const std::int32_t begin = d.point_begin[leaf], end = begin + d.point_count[leaf];
+    for (std::int32_t j = begin + g.rank; j < end; j += G) {
+      const trees::point q = d.points[j];
+      field<float> f{0.f, 0.f, 0.f, 0.f};
+      for (std::int32_t k = d.p2p_offset[leaf]; k < d.p2p_offset[leaf + 1]; ++k) {
+        const std::int32_t s = d.p2p_source[k], sb = d.point_begin[s];
+        p2p(d.points + sb, d.point_count[s], s == leaf ? j - sb : -1, d.eps2, q.x, q.y, q.z, f);
+      }
+      d.fields[j] = f;
+    }
+  }
+
+  template <task_kind K, int G>
+  __device__ __forceinline__ void run(std::int32_t n, const lane_group<G>& g) const {
+    if constexpr (K == task_kind::up) up(n, g);
+    else if constexpr (K == task_kind::m2l) m2l_into(n, g);
+    else if constexpr (K == task_kind::down) down(n, g);
+    else if constexpr (K == task_kind::l2p) l2p_leaf(n, g);
+    else p2p_leaf(n, g);
+  }
+};
+
+// The scheduler's Ops for the whole DAG: a warp per task, the kind read off the id's range.
+// One task per group and batch: the tasks are long (a P = 8 M2L list is tens of microseconds of
+// one warp), so a group that took four would hold work that idle warps could run.
+template <int P>
+struct dag_ops {
+  static constexpr int group_size = 32;
+  static constexpr int tasks_per_group = 1;
+  gpu_tasks<P> tasks;
+
+  template <int G>
+  __device__ void operator()(task_id t, const lane_group<G>& g) const {
+    const std::int32_t n = tasks.d.node_of(t);
+    switch (tasks.d.ranges.kind_of(t)) {
+      case task_kind::up: tasks.up(n, g); break;
+      case task_kind::m2l: tasks.m2l_into(n, g); break;
+      case task_kind::down: tasks.down(n, g); break;
+      case task_kind::l2p: tasks.l2p_leaf(n, g); break;
+      case task_kind::p2p: tasks.p2p_leaf(n, g); break;
+    }
+  }
+};
+static_assert(std::is_trivially_copyable_v<dag_ops<4>>);
+
+// The baseline's kernel: one kind over a list of nodes, a warp per node (blocks of 128 threads).
+template <int P, task_kind K>
+__global__ void phase_kernel(gpu_tasks<P> tasks, const std::int32_t* nodes, std::int32_t count) {
+  const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (warp >= count) return;  // the whole warp leaves together: no shuffle below misses a lane
+  tasks.template run<K>(nodes[warp], lane_group<32>::here());
+}
+
+}  // namespace canopy::fmm::detail

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: Apache-2.0
+// The FMM on one GPU, two ways over the same device arrays and the same task bodies
+// (detail/gpu_tasks.cuh), float expansions of order 4, 6 or 8:
+//
+//   * the whole evaluation as ONE task DAG (task_dag.hpp) run by canopy::gpu_scheduler in one
+//     persistent kernel: enqueue_dag is one run_async;
+//   * the baseline a careful user would write: the same bodies as plain kernels, phase by phase
+//     and level by level (P2M; M2M per level, deepest first; M2L; L2L per level, root first; P2P;
+//     L2P), captured once into a CUDA graph: enqueue_level_graph is one cudaGraphLaunch. With
+//     `near_field_branch` the P2P kernel runs on a branch of the graph beside the far field (as a
+//     user who knows it has no dependency would place it), joined before L2P.
+//
+// Host-only header (g++ or nvcc); the kernels are compiled in trees/fmm/src/gpu_evaluate_p*.cu.
+//
+//   canopy::fmm::gpu_evaluator fmm(8, tree, geometry, lists, eps2);
+//   fmm.enqueue_dag(stream);                          // or fmm.enqueue_level_graph(stream)
+//   cudaStreamSynchronize(stream);
+//   if (!fmm.last_dag_result().ok()) ...;
+//   std::vector<canopy::fmm::field<float>> f = fmm.fields();   // tree.points' order
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <canopy/fmm/expansion.hpp>
+#include <canopy/fmm/interaction_lists.hpp>
+#include <canopy/fmm/task_dag.hpp>
+#include <canopy/scheduler_options.hpp>
+#include <canopy/status.hpp>
+#include <canopy/trees/octree.hpp>
+
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace canopy::fmm {
+
+// The orders compiled for the GPU (each one is a persistent kernel per scheduler mode, so each
+// costs compile time).
+inline constexpr int gpu_orders[] = {4, 6, 8};
+inline bool gpu_order_supported(int order) { return order == 4 || order == 6 || order == 8; }
+
+namespace detail {
+// What every order's implementation provides (gpu_evaluate_impl.cuh).
+class gpu_evaluator_base {
+ public:
+  virtual ~gpu_evaluator_base() = default;
+  virtual void enqueue_dag(cudaStream_t stream) = 0;
+  virtual void enqueue_level_graph(cudaStream_t stream, bool near_field_branch) = 0;
+  virtual canopy::run_result last_dag_result() const = 0;
+  virtual std::vector<field<float>> fields() const = 0;
+  virtual void poison(cudaStream_t stream) = 0;
+  virtual int dag_blocks() const = 0;
+  virtual int level_graph_kernels(bool near_field_branch) const = 0;
+  virtual const task_dag& dag() const = 0;
+};
+template <int P>
+std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::octree& tree, std::span<const cell_geometry> geometry,
+                                                       const interaction_lists& lists, double eps2,
+                                                       const canopy::scheduler_options& options);
+}  // namespace detail
+
+class gpu_evaluator {
+ public:
+  /// Uploads the tree's points, the frames of `geometry`, the lists and the task DAG built from
+  /// them, sizes the scheduler (options: its mode, grid, deadline; the defaults are the fastest
+  /// measured for trees) and captures the two level graphs. Throws std::invalid_argument for an
+  /// order outside gpu_orders or lists not of this tree, canopy::error without a usable device.
+  gpu_evaluator(int order, const trees::octree& tree, std::span<const cell_geometry> geometry, const interaction_lists& lists,
+                double eps2, const canopy::scheduler_options& options = {});
+  gpu_evaluator(gpu_evaluator&&) noexcept = default;
+  gpu_evaluator& operator=(gpu_evaluator&&) noexcept = default;
+  ~gpu_evaluator() = default;
+
+  int order() const { return order_; }
+  /// One run of the whole DAG on `stream` (gpu_scheduler::run_async): returns at once.
+  void enqueue_dag(cudaStream_t stream = nullptr) { impl_->enqueue_dag(stream); }
+  /// One launch of the phase-by-phase CUDA graph on `stream`: returns at once.
+  void enqueue_level_graph(cudaStream_t stream = nullptr, bool near_field_branch = false) {
+    impl_->enqueue_level_graph(stream, near_field_branch);
+  }
+  /// After synchronising the stream of the last enqueue_dag: its result (a timeout or error of
+  /// the scheduler; the level graph's errors are the stream's, seen by the synchronisation).
+  canopy::run_result last_dag_result() const { return impl_->last_dag_result(); }
+  /// The field of every point of tree.points (Morton order); synchronous.
+  std::vector<field<float>> fields() const { return impl_->fields(); }
+  /// Fills the expansions and fields with NaN (stream-ordered), so that a result a run failed to
+  /// write cannot pass for one (the tests and the benchmark do it before each checked run).
+  void poison(cudaStream_t stream = nullptr) { impl_->poison(stream); }
+  /// The persistent kernel's grid of the last DAG run.
+  int dag_blocks() const { return impl_->dag_blocks(); }
+  /// How many kernel nodes the level graph holds (P2M, M2M levels, M2L, L2L levels, P2P, L2P).
+  int level_graph_kernels(bool near_field_branch = false) const { return impl_->level_graph_kernels(near_field_branch); }
+  const task_dag& dag() const { return impl_->dag(); }
+
+ private:
+  int order_;
+  std::unique_ptr<detail::gpu_evaluator_base> impl_;
+};
+
+inline gpu_evaluator::gpu_evaluator(int order, const trees::octree& tree, std::span<const cell_geometry> geometry,
+                                    const interaction_lists& lists, double eps2, const canopy::scheduler_options& options)
+    : order_(order) {
+  switch (order) {
+    case 4: impl_ = detail::make_gpu_evaluator<4>(tree, geometry, lists, eps2, options); break;
+    case 6: impl_ = detail::make_gpu_evaluator<6>(tree, geometry, lists, eps2, options); break;
+    case 8: impl_ = detail::make_gpu_evaluator<8>(tree, geometry, lists, eps2, options); break;
+    default:
+      throw std::invalid_argument("fmm::gpu_evaluator: order " + std::to_string(order) +
+                                  " is not compiled for the GPU (4, 6 or 8)");
+  }
+}
+
+}  // namespace canopy::fmm
