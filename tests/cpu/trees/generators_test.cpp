@@ -111,6 +111,28 @@ TEST(Generators, PrefixIsStableAcrossSizes) {
                          [](const point& a, const point& b) { return same_bits(a, point{b.x, b.y, b.z, a.m}); }));
 }
 
+TEST(Generators, SlicesAreTheWholeSetsPoints) {
+  // A distributed run's ranks each make their slice: the same bits as the whole set's, for slices
+  // that start and end inside chunks, cover several, are empty, or are the whole.
+  const std::size_t n = 200003;
+  for (const distribution d : {distribution::uniform, distribution::plummer, distribution::clusters}) {
+    const std::vector<point> whole = d == distribution::uniform  ? generate_uniform(n, 5)
+                                     : d == distribution::plummer ? generate_plummer(n, 5)
+                                                                  : generate_clusters(n, 5);
+    for (const auto& [b, e] : std::vector<std::pair<std::size_t, std::size_t>>{
+             {0, n}, {0, 1}, {65535, 65537}, {1000, 140000}, {n - 7, n}, {70000, 70000}, {n, n}}) {
+      const std::vector<point> slice = generate_slice(d, n, 5, b, e);
+      ASSERT_EQ(slice.size(), e - b);
+      EXPECT_TRUE(same_bits(slice, std::vector<point>(whole.begin() + static_cast<std::ptrdiff_t>(b),
+                                                      whole.begin() + static_cast<std::ptrdiff_t>(e))))
+          << to_string(d) << " [" << b << ", " << e << ")";
+    }
+  }
+  EXPECT_THROW(generate_slice(distribution::plummer, 10, 1, 5, 11), input_error);
+  EXPECT_THROW(generate_slice(distribution::plummer, 10, 1, 6, 5), input_error);
+  EXPECT_THROW(generate_slice(distribution::lattice, 10, 1, 0, 5), input_error);
+}
+
 TEST(Generators, ResultDoesNotDependOnThreadCount) {
   thread_count_guard guard;
   set_host_threads(1);

@@ -21,15 +21,23 @@ namespace {
 // Stream ids keep the distributions apart: uniform(n, s) and plummer(n, s) share no random numbers.
 enum : std::uint64_t { uniform_stream = 1, plummer_stream = 2, clusters_stream = 3, lattice_stream = 4 };
 
-// Fills out[i] = make(engine) chunk by chunk; `make` may draw any number of random numbers.
+// Points [begin, end) of the n that make(engine) gives chunk by chunk: each chunk from its own
+// engine, so a slice is the same points as the whole set's (the chunk's points before `begin` are
+// drawn and dropped: `make` may draw any number of random numbers).
 template <class Make>
-std::vector<point> generate_chunked(std::size_t n, std::uint64_t seed, std::uint64_t stream, Make make) {
-  std::vector<point> out(n);
-  const std::size_t chunks = (n + detail::generator_chunk - 1) / detail::generator_chunk;
-  detail::parallel_parts(chunks, [&](std::size_t c) {
+std::vector<point> generate_chunked(std::size_t n, std::uint64_t seed, std::uint64_t stream, Make make, std::size_t begin,
+                                    std::size_t end) {
+  std::vector<point> out(end - begin);
+  if (begin >= end) return out;
+  const std::size_t first = begin / detail::generator_chunk, chunks = (end + detail::generator_chunk - 1) / detail::generator_chunk;
+  detail::parallel_parts(chunks - first, [&](std::size_t k) {
+    const std::size_t c = first + k;
     std::mt19937_64 engine = detail::chunk_engine(seed, stream, c);
-    const std::size_t end = std::min(n, (c + 1) * detail::generator_chunk);
-    for (std::size_t i = c * detail::generator_chunk; i < end; ++i) out[i] = make(engine);
+    const std::size_t last = std::min({n, end, (c + 1) * detail::generator_chunk});
+    for (std::size_t i = c * detail::generator_chunk; i < last; ++i) {
+      const point p = make(engine);
+      if (i >= begin) out[i - begin] = p;
+    }
   });
   return out;
 }
@@ -59,34 +67,42 @@ std::string_view to_string(distribution d) noexcept {
   return "unknown";
 }
 
-std::vector<point> generate_uniform(std::size_t n, std::uint64_t seed) {
+namespace {
+
+std::vector<point> uniform_slice(std::size_t n, std::uint64_t seed, std::size_t begin, std::size_t end) {
   const float m = equal_mass(n);
-  return generate_chunked(n, seed, uniform_stream, [m](std::mt19937_64& e) {
-    const float x = detail::uniform01f(e), y = detail::uniform01f(e), z = detail::uniform01f(e);
-    return point{x, y, z, m};
-  });
+  return generate_chunked(
+      n, seed, uniform_stream,
+      [m](std::mt19937_64& e) {
+        const float x = detail::uniform01f(e), y = detail::uniform01f(e), z = detail::uniform01f(e);
+        return point{x, y, z, m};
+      },
+      begin, end);
 }
 
-std::vector<point> generate_plummer(std::size_t n, std::uint64_t seed) {
+std::vector<point> plummer_slice(std::size_t n, std::uint64_t seed, std::size_t begin, std::size_t end) {
   const float m = equal_mass(n);
-  return generate_chunked(n, seed, plummer_stream, [m](std::mt19937_64& e) {
-    double r;
-    do {
-      // Enclosed mass fraction X = r^3 / (1 + r^2)^(3/2), inverted. X in (0, 1]; X = 1 gives
-      // r = inf, which the cut rejects like any other radius beyond it.
-      const double x = 1.0 - detail::uniform01(e);
-      r = 1.0 / std::sqrt(std::pow(x, -2.0 / 3.0) - 1.0);
-    } while (!(r <= plummer_cutoff_radius));
-    // Uniform direction: z uniform in [-1, 1], azimuth uniform (Archimedes' hat-box theorem).
-    const double cz = 2.0 * detail::uniform01(e) - 1.0;
-    const double phi = 2.0 * std::numbers::pi * detail::uniform01(e);
-    const double s = std::sqrt(std::max(0.0, 1.0 - cz * cz));
-    return point{static_cast<float>(r * s * std::cos(phi)), static_cast<float>(r * s * std::sin(phi)),
-                 static_cast<float>(r * cz), m};
-  });
+  return generate_chunked(
+      n, seed, plummer_stream,
+      [m](std::mt19937_64& e) {
+        double r;
+        do {
+          // Enclosed mass fraction X = r^3 / (1 + r^2)^(3/2), inverted. X in (0, 1]; X = 1 gives
+          // r = inf, which the cut rejects like any other radius beyond it.
+          const double x = 1.0 - detail::uniform01(e);
+          r = 1.0 / std::sqrt(std::pow(x, -2.0 / 3.0) - 1.0);
+        } while (!(r <= plummer_cutoff_radius));
+        // Uniform direction: z uniform in [-1, 1], azimuth uniform (Archimedes' hat-box theorem).
+        const double cz = 2.0 * detail::uniform01(e) - 1.0;
+        const double phi = 2.0 * std::numbers::pi * detail::uniform01(e);
+        const double s = std::sqrt(std::max(0.0, 1.0 - cz * cz));
+        return point{static_cast<float>(r * s * std::cos(phi)), static_cast<float>(r * s * std::sin(phi)),
+                     static_cast<float>(r * cz), m};
+      },
+      begin, end);
 }
 
-std::vector<point> generate_clusters(std::size_t n, std::uint64_t seed, int clusters) {
+std::vector<point> clusters_slice(std::size_t n, std::uint64_t seed, int clusters, std::size_t begin, std::size_t end) {
   if (clusters < 1) {
     throw input_error("generate_clusters: clusters", "must be at least 1, got " + std::to_string(clusters));
   }
@@ -102,13 +118,40 @@ std::vector<point> generate_clusters(std::size_t n, std::uint64_t seed, int clus
     c.sigma = 0.01 + 0.04 * detail::uniform01(shape_engine);
   }
   const float m = equal_mass(n);
-  return generate_chunked(n, seed, clusters_stream, [&shape, m](std::mt19937_64& e) {
-    const cluster& c = shape[detail::uniform_below(e, static_cast<std::uint32_t>(shape.size()))];
-    const detail::normal_pair g1 = detail::standard_normal_pair(e);
-    const detail::normal_pair g2 = detail::standard_normal_pair(e);
-    return point{static_cast<float>(c.centre[0] + c.sigma * g1.a), static_cast<float>(c.centre[1] + c.sigma * g1.b),
-                 static_cast<float>(c.centre[2] + c.sigma * g2.a), m};
-  });
+  return generate_chunked(
+      n, seed, clusters_stream,
+      [&shape, m](std::mt19937_64& e) {
+        const cluster& c = shape[detail::uniform_below(e, static_cast<std::uint32_t>(shape.size()))];
+        const detail::normal_pair g1 = detail::standard_normal_pair(e);
+        const detail::normal_pair g2 = detail::standard_normal_pair(e);
+        return point{static_cast<float>(c.centre[0] + c.sigma * g1.a), static_cast<float>(c.centre[1] + c.sigma * g1.b),
+                     static_cast<float>(c.centre[2] + c.sigma * g2.a), m};
+      },
+      begin, end);
+}
+
+}  // namespace
+
+std::vector<point> generate_uniform(std::size_t n, std::uint64_t seed) { return uniform_slice(n, seed, 0, n); }
+
+std::vector<point> generate_plummer(std::size_t n, std::uint64_t seed) { return plummer_slice(n, seed, 0, n); }
+
+std::vector<point> generate_clusters(std::size_t n, std::uint64_t seed, int clusters) {
+  return clusters_slice(n, seed, clusters, 0, n);
+}
+
+std::vector<point> generate_slice(distribution d, std::size_t n, std::uint64_t seed, std::size_t begin, std::size_t end) {
+  if (begin > end || end > n) {
+    throw input_error("generate_slice", "points [" + std::to_string(begin) + ", " + std::to_string(end) + ") are not a slice of " +
+                                            std::to_string(n));
+  }
+  switch (d) {
+    case distribution::uniform: return uniform_slice(n, seed, begin, end);
+    case distribution::plummer: return plummer_slice(n, seed, begin, end);
+    case distribution::clusters: return clusters_slice(n, seed, 16, begin, end);
+    case distribution::lattice: break;
+  }
+  throw input_error("generate_slice", "the lattice has no slices (generate_lattice makes it whole)");
 }
 
 std::vector<point> generate_lattice(int depth, int per_leaf, std::uint64_t seed) {

@@ -36,6 +36,12 @@ std::vector<point> generate_plummer(std::size_t n, std::uint64_t seed);
 // Throws input_error when clusters < 1.
 std::vector<point> generate_clusters(std::size_t n, std::uint64_t seed, int clusters = 16);
 
+// Points [begin, end) of the n points generate_uniform, generate_plummer or generate_clusters (16
+// clusters) would give, without making the others' (a rank of a distributed run makes its share:
+// about (end - begin) plus one chunk of work). Throws input_error for the lattice or a range
+// outside [0, n].
+std::vector<point> generate_slice(distribution d, std::size_t n, std::uint64_t seed, std::size_t begin, std::size_t end);
+
 // 8^depth * per_leaf points, exactly per_leaf in each finest cell of the unit cube at `depth`,
 // uniformly jittered inside the cell on the 2^-24 grid (the float spacing just below 1), so always
 // inside its half-open bounds; masses uniform in [0.5, 1.5) / count (total about 1). Returned in Morton order of the cells: identical to
