@@ -67,6 +67,15 @@ __global__ void compute_codes(const point* p, std::int32_t n, morton_grid g, std
   index[i] = static_cast<std::int32_t>(i);
 }
 
+// out[i] = in[index[i]], records of `words` 32-bit words (the companions).
+__global__ void gather_words(const std::uint32_t* in, const std::int32_t* index, std::int64_t n, int words,
+                             std::uint32_t* out) {
+  const std::int64_t t = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (t >= n * words) return;
+  const std::int64_t i = t / words, k = t % words;
+  out[t] = in[std::int64_t{index[i]} * words + k];
+}
+
 __global__ void gather_points(const point* p, const std::int32_t* index, std::int32_t n, point* out) {
   const std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i < n) out[i] = p[index[i]];
@@ -102,9 +111,13 @@ __global__ void gather_branches(trees::octree_ref t, const multipole<float>* pay
   if (i < k) out[i] = branch_payload(t, payloads, at[i]);
 }
 
+// At least n elements (contents not kept); a buffer that grows again gets an eighth more, so that
+// a rank whose share changes a little each step reallocates rarely (cudaMalloc and cudaFree slow
+// down several times with one process per GPU).
 template <class T>
 void ensure(device_buffer<T>& b, std::size_t n) {
-  if (b.size() < n) b = device_buffer<T>(n);
+  if (b.size() >= n) return;
+  b = device_buffer<T>(b.empty() ? n : n + n / 8);
 }
 
 template <class T>
@@ -145,6 +158,8 @@ struct device_distributed_octree::state {
   device_buffer<std::uint8_t> cub_temp;
   device_buffer<point> sorted;
   device_buffer<point> mine;
+  int words = 0;  // the companions' words per point
+  device_buffer<std::uint32_t> companions_sorted, companions_mine, companions;
   device_buffer<std::uint64_t> keys, positions;
   trees::device_octree_builder builder;
   trees::built_device_octree built;
@@ -169,6 +184,11 @@ device_distributed_octree& device_distributed_octree::operator=(device_distribut
 const global_tree& device_distributed_octree::top() const { return s_->top; }
 const std::vector<branch_location>& device_distributed_octree::branches() const { return s_->branches; }
 std::size_t device_distributed_octree::local_points() const { return s_->held; }
+trees::octree_ref device_distributed_octree::local_tree() const { return s_->built.tree.ref(); }
+const multipole<float>* device_distributed_octree::local_payloads() const { return s_->payloads.data(); }
+const branch_location* device_distributed_octree::device_branches() const { return s_->device_branches.data(); }
+std::uint32_t* device_distributed_octree::companions() const { return s_->words > 0 ? s_->companions.data() : nullptr; }
+int device_distributed_octree::companion_words() const { return s_->words; }
 trees::octree device_distributed_octree::download_local() const {
   CANOPY_CUDA_TRY(cudaDeviceSynchronize());  // the build ran on the exchange's (non-blocking) stream
   return s_->built.download(nullptr);
@@ -181,7 +201,8 @@ std::vector<multipole<float>> device_distributed_octree::download_local_payloads
 }
 
 void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex, const point* points, std::size_t count,
-                                      const decomposition_options& options, phase_times* times) {
+                                      const decomposition_options& options, phase_times* times,
+                                      point_companions companions) {
   state& s = *s_;
   const cudaStream_t stream = ex.stream();
   phase_times ignored;
@@ -191,7 +212,10 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
   ctx.phase("options", [&] {
     check_decomposition_options(options);
     if (count > 0x7fffffffu) throw std::length_error("more than 2^31 - 1 points on one rank");
+    if (companions.words < 0 || companions.words > 64 || (companions.words > 0 && companions.data == nullptr && count > 0))
+      throw std::invalid_argument("point companions: 0 to 64 words per point, and an array when there are any");
   });
+  s.words = companions.words;
   const auto n = static_cast<std::int32_t>(count);
 
   // Global cube: the extent on the device, checked on the host, reduced by NCCL.
@@ -256,6 +280,13 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
                                                     3 * trees::morton_bits_per_axis, stream));
     gather_points<<<blocks_for(un), block_threads, 0, stream>>>(points, values.Current(), n, s.sorted.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
+    if (s.words > 0) {
+      const std::size_t w = un * static_cast<std::size_t>(s.words);
+      ensure(s.companions_sorted, w);
+      gather_words<<<blocks_for(w), block_threads, 0, stream>>>(companions.data, values.Current(), n, s.words,
+                                                                s.companions_sorted.data());
+      CANOPY_CUDA_TRY(cudaGetLastError());
+    }
     s.sorted_codes = keys.Current();
   });
   CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // so that the phase's time is its own
@@ -293,6 +324,10 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
   s.held = std::accumulate(recv.begin(), recv.end(), std::size_t{0});
   ensure(s.mine, s.held);
   all_to_all_v(ex, s.sorted.data(), send, s.mine.data(), recv);
+  if (s.words > 0) {
+    ensure(s.companions_mine, s.held * static_cast<std::size_t>(s.words));
+    ex.all_to_all_v(s.companions_sorted.data(), send, s.companions_mine.data(), recv, 4 * static_cast<std::size_t>(s.words));
+  }
   ex.synchronize();
   pt.migrate = lap(clock);
 
@@ -303,6 +338,16 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
     b.max_depth = options.max_depth;
     b.cube = cube;
     s.builder.build_into(s.mine.data(), s.held, b, s.built, stream);
+    if (s.words > 0) {  // into the tree's order: its point i is mine[permutation[i]]
+      const std::size_t w = s.held * static_cast<std::size_t>(s.words);
+      ensure(s.companions, w);
+      if (w != 0) {
+        gather_words<<<blocks_for(w), block_threads, 0, stream>>>(s.companions_mine.data(), s.built.permutation.data(),
+                                                                  static_cast<std::int64_t>(s.held), s.words,
+                                                                  s.companions.data());
+        CANOPY_CUDA_TRY(cudaGetLastError());
+      }
+    }
     const auto rank = static_cast<std::size_t>(ctx.rank());
     const auto first = static_cast<std::size_t>(s.top.leaf_begin[rank]);
     const auto owned = static_cast<std::size_t>(s.top.leaf_begin[rank + 1]) - first;

@@ -26,14 +26,24 @@
 #include <canopy/passes/upward_runner.hpp>
 #include <canopy/trees/multipole.hpp>
 #include <canopy/trees/octree.hpp>
+#include <canopy/passes/octree_ref.hpp>
 #include <canopy/trees/point.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 struct CUstream_st;
 
 namespace canopy::distributed {
+
+// Per-point data that follows the points through the sort, the migration and the build (a
+// simulation's velocities and ids): `words` 32-bit words per point at `data` (device memory), in
+// the order of the points given to build(). None when words is 0.
+struct point_companions {
+  const std::uint32_t* data = nullptr;
+  int words = 0;
+};
 
 class device_distributed_octree {
  public:
@@ -44,8 +54,10 @@ class device_distributed_octree {
   device_distributed_octree& operator=(device_distributed_octree&&) noexcept;
 
   // This rank's `count` points at `points` (device memory). Collective; every step agreed.
+  // `points` (and the companions) may be a view of this object's own arrays (local_tree().points,
+  // companions()): they are read before anything is written.
   void build(const mpi_context& ctx, nccl_exchange& ex, const trees::point* points, std::size_t count,
-             const decomposition_options& options, phase_times* times = nullptr);
+             const decomposition_options& options, phase_times* times = nullptr, point_companions companions = {});
   // The payloads of every node of the global tree (on every rank); the local ones stay on the
   // device (download_local_payloads()). options.backend must be gpu. The runner is kept between
   // calls (set_tree to the next build), as a simulation step keeps it. Collective.
@@ -60,6 +72,16 @@ class device_distributed_octree {
   std::vector<trees::multipole<float>> download_local_payloads() const;
   // The points this rank holds after the migration.
   std::size_t local_points() const;
+
+  // Device views for work that goes on on the GPU (valid until the next build; the payloads until
+  // the next upward): the local tree (its points in Morton order), its payloads after upward(),
+  // where each owned global leaf lies in it (branches(), in device memory), and the companions in
+  // the local tree's point order (companion_words() words per point; null without companions).
+  trees::octree_ref local_tree() const;
+  const trees::multipole<float>* local_payloads() const;
+  const branch_location* device_branches() const;
+  std::uint32_t* companions() const;
+  int companion_words() const;
 
  private:
   struct state;
