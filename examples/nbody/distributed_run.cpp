@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -33,6 +34,7 @@
 #include <spdlog/spdlog.h>
 
 #include "direct.hpp"
+#include "distributed_device_step.hpp"
 #include "distributed_step.hpp"
 #include "force_backend.hpp"
 
@@ -150,8 +152,9 @@ class dist_checker {
 
   // The accuracy check: the bodies at global Morton positions k N / s (as the one-process check
   // picks them), their direct-summation forces summed over every rank's bodies.
-  void accuracy(distributed_step& step, std::vector<dist_body>& bodies, const std::vector<body_force>& run_forces,
-                const walk_params& wp, const char* when) {
+  // `walk_at(theta)`: the forces of the same bodies and tree at another opening angle (collective).
+  void accuracy(const std::vector<dist_body>& bodies, const std::vector<body_force>& run_forces, const walk_params& wp,
+                const std::function<std::vector<body_force>(float)>& walk_at, const char* when) {
     const std::vector<std::uint64_t> counts = ctx_.all_gather(bodies.size());
     std::uint64_t n = 0, offset = 0;
     for (std::size_t r = 0; r < counts.size(); ++r) {
@@ -203,15 +206,7 @@ class dist_checker {
     if (wp.theta != 0.5f) thetas.push_back(wp.theta);
     for (const float th : thetas) {
       std::vector<sample_body> at = sample;
-      if (th != wp.theta) {
-        // The same decomposition walked at theta 0.5 (collective: every rank takes this branch).
-        walk_params p = wp;
-        p.theta = th;
-        std::vector<body_force> f;
-        dist_phase_times unused;
-        step.forces(bodies, p, f, unused, false);
-        at = gather_sample(f);
-      }
+      if (th != wp.theta) at = gather_sample(walk_at(th));  // collective: every rank takes this branch
       std::vector<double> rel(at.size());
       for (std::size_t k = 0; k < at.size(); ++k) {
         const body_force& a = at[k].f;
@@ -339,11 +334,141 @@ void print_header() {
   std::fputs(h.c_str(), stdout);
 }
 
+// What the leapfrog loop drives on this rank: the host path (distributed_step, bodies in host
+// memory, the walk on host threads or on the GPU) or the device path (device_step: everything on
+// the GPU, NCCL between them).
+class rank_engine {
+ public:
+  virtual ~rank_engine() = default;
+  // Decomposition through walk for the bodies as they are now (collective).
+  virtual void step_forces(dist_phase_times& pt) = 0;
+  virtual void kick_drift(float half_dt, float dt) = 0;
+  // Kick, and the energy sums of all ranks.
+  virtual energy kick(float half_dt) = 0;
+  // Throws when the last forces are not finite.
+  virtual void require_finite_forces(int step, const energy& e) = 0;
+  // Copies for the checks.
+  virtual std::vector<dist_body> bodies() = 0;
+  virtual std::vector<body_force> forces() = 0;
+  // The same bodies and tree walked at another opening angle (collective); the run's forces stay.
+  virtual std::vector<body_force> forces_at(float theta) = 0;
+  virtual std::size_t held() const = 0;
+  virtual let_stats let() const = 0;
+  virtual std::int32_t top_nodes() const = 0;
+  virtual std::size_t top_leaves() const = 0;
+  virtual bool gpu_walk() const = 0;
+  virtual std::string backend() const = 0;  // the summary's line
+  virtual std::string describe() const = 0;  // where rank 0 runs
+  // A test aid: this rank's walks throw (every rank must stop with one line).
+  virtual void fail_walk(bool fail) = 0;
+  // The last step's phases in finer parts, where the engine has them (the debug log).
+  virtual std::string last_parts() const { return {}; }
+};
+
+class host_engine final : public rank_engine {
+ public:
+  host_engine(const cd::mpi_context& ctx, cd::exchange& ex, std::vector<dist_body> bodies, const walk_params& wp, int max_leaf,
+              balance_by balance, const canopy::scheduler_options& sopt, unsigned threads, std::unique_ptr<gpu_walker> walker)
+      : ex_(ex), wp_(wp), threads_(threads), bodies_(std::move(bodies)), walker_(std::move(walker)),
+        step_(ctx, ex, max_leaf, balance, sopt, threads) {
+    step_.set_gpu_walker(walker_.get());
+  }
+  void fail_walk(bool fail) override { step_.fail_walk(fail); }
+  void step_forces(dist_phase_times& pt) override {
+    step_.rebuild(bodies_, pt);
+    step_.forces(bodies_, wp_, forces_, pt, true);
+  }
+  void kick_drift(float half_dt, float dt) override { nbody::kick_drift(bodies_, forces_, half_dt, dt, threads_); }
+  energy kick(float half_dt) override { return kick_and_energy(bodies_, forces_, half_dt, threads_, ex_); }
+  void require_finite_forces(int step, const energy&) override { require_finite(forces_, step); }
+  std::vector<dist_body> bodies() override { return bodies_; }
+  std::vector<body_force> forces() override { return forces_; }
+  std::vector<body_force> forces_at(float theta) override {
+    walk_params p = wp_;
+    p.theta = theta;
+    std::vector<body_force> f;
+    dist_phase_times unused;
+    step_.forces(bodies_, p, f, unused, false);
+    return f;
+  }
+  std::size_t held() const override { return bodies_.size(); }
+  let_stats let() const override { return step_.last_let(); }
+  std::int32_t top_nodes() const override { return step_.tree().top.node_count(); }
+  std::size_t top_leaves() const override { return step_.tree().top.leaves.size(); }
+  bool gpu_walk() const override { return walker_ != nullptr; }
+  std::string backend() const override {
+    return fmt::format("{}, {{}} ranks (mpi exchange), {} threads per rank",
+                       walker_ ? "gpu walk (" + walker_->describe() + " on rank 0), the rest on host threads" : std::string("cpu"),
+                       threads_);
+  }
+  std::string describe() const override { return walker_ ? walker_->describe() : std::string("host threads"); }
+
+ private:
+  cd::exchange& ex_;
+  walk_params wp_;
+  unsigned threads_;
+  std::vector<dist_body> bodies_;
+  std::vector<body_force> forces_;
+  std::unique_ptr<gpu_walker> walker_;
+  distributed_step step_;
+};
+
+class device_engine final : public rank_engine {
+ public:
+  device_engine(cd::exchange& ex, std::unique_ptr<device_step> step, const std::vector<dist_body>& bodies, const walk_params& wp)
+      : ex_(ex), wp_(wp), step_(std::move(step)) {
+    step_->start(bodies);
+  }
+  void step_forces(dist_phase_times& pt) override { step_->rebuild_and_forces(wp_, pt); }
+  void kick_drift(float half_dt, float dt) override { step_->kick_drift(half_dt, dt); }
+  energy kick(float half_dt) override {
+    double sums[2] = {0, 0};
+    step_->kick(half_dt, sums[0], sums[1]);
+    ex_.all_reduce(sums, 2, cd::element_type::f64, cd::reduce_op::sum);
+    return energy{sums[0], sums[1]};
+  }
+  // The forces stay on the device: their energy sum stands for them (a non-finite force makes it so).
+  void require_finite_forces(int step, const energy& e) override {
+    if (!std::isfinite(e.kinetic) || !std::isfinite(e.potential))
+      throw std::runtime_error(fmt::format("step {}: non-finite energy (a non-finite force: coincident bodies with softening 0?)", step));
+  }
+  std::vector<dist_body> bodies() override { return step_->bodies(); }
+  std::vector<body_force> forces() override { return step_->forces(); }
+  std::vector<body_force> forces_at(float theta) override {
+    walk_params p = wp_;
+    p.theta = theta;
+    dist_phase_times unused;
+    step_->forces_only(p, unused);
+    std::vector<body_force> f = step_->forces();
+    step_->forces_only(wp_, unused);  // the run's forces back for the next kick
+    return f;
+  }
+  std::size_t held() const override { return step_->body_count(); }
+  let_stats let() const override { return step_->last_let(); }
+  std::int32_t top_nodes() const override { return step_->top_nodes(); }
+  std::size_t top_leaves() const override { return static_cast<std::size_t>(step_->top_leaves()); }
+  bool gpu_walk() const override { return true; }
+  std::string backend() const override {
+    return fmt::format("gpu ({} on rank 0: decomposition, build, upward pass, essential trees, walk and integration), "
+                       "{{}} ranks (nccl exchange), {:.2f} GB of device memory in use on rank 0",
+                       step_->describe(), 1e-9 * static_cast<double>(step_->device_bytes()));
+  }
+  std::string describe() const override { return step_->describe(); }
+  std::string last_parts() const override { return step_->last_parts(); }
+  void fail_walk(bool fail) override { step_->fail_walk(fail); }
+
+ private:
+  cd::exchange& ex_;
+  walk_params wp_;
+  std::unique_ptr<device_step> step_;
+};
+
 int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
   const bool root = ctx.rank() == 0;
   const auto [local_rank, local_ranks] = host_local_rank();
   const unsigned threads = threads_per_rank(o.threads, local_ranks);
   const bool use_gpu = o.backend == "gpu" || (o.backend == "auto" && gpu_backend_usable());
+  const bool device_whole = o.gpu_step == "whole";
   ct::set_host_threads(threads);
   canopy::scheduler_options sopt;
   sopt.mode = o.mode;
@@ -351,6 +476,8 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
   ctx.phase("options", [&] {
     if (o.start_rank >= ctx.size())
       throw std::invalid_argument(fmt::format("--start-rank {} is not a rank of this run ({} ranks)", o.start_rank, ctx.size()));
+    if (use_gpu && device_whole && o.balance == "work")
+      throw std::invalid_argument("--balance work needs the walk's interaction counts, which the device step does not record: use --balance count");
   });
 
   // The same initial conditions as one process; this rank keeps its slice (or all, or none, with
@@ -358,17 +485,24 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
   auto t0 = clock_type::now();
   std::vector<dist_body> bodies;
   {
-    std::vector<ct::point> pos;
-    std::vector<vec3> vel;
-    initial_conditions(o, pos, vel);
     const auto ranks = static_cast<std::size_t>(ctx.size()), rank = static_cast<std::size_t>(ctx.rank());
     std::size_t b = rank * o.n / ranks, e = (rank + 1) * o.n / ranks;
     if (o.start_rank >= 0) {
       b = o.start_rank == ctx.rank() ? 0 : o.n;
       e = o.start_rank == ctx.rank() ? o.n : o.n;
     }
+    std::vector<ct::point> pos;
+    std::vector<vec3> vel;
+    double momentum[4];
+    initial_slice(o, b, e, threads, pos, vel, momentum);
+    ex.all_reduce(momentum, 4, cd::element_type::f64, cd::reduce_op::sum);
+    const double mt = momentum[3];
     bodies.reserve(e - b);
-    for (std::size_t i = b; i < e; ++i) bodies.push_back(dist_body{pos[i], vel[i], 0.0f, i});
+    for (std::size_t i = b; i < e; ++i) {
+      vec3 v = vel[i - b];
+      if (mt > 0) v = vec3{float(v.x - momentum[0] / mt), float(v.y - momentum[1] / mt), float(v.z - momentum[2] / mt)};
+      bodies.push_back(dist_body{pos[i - b], v, 0.0f, i});
+    }
   }
   spdlog::info("{} bodies, {} ({}), seed {}, on {} ranks, {} threads each ({:.1f} ms)", o.n, ct::to_string(o.dist),
                o.dist == ct::distribution::plummer ? "equilibrium velocities" : "at rest", o.seed, ctx.size(), threads,
@@ -379,49 +513,58 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
   wp.eps2 = static_cast<float>(o.softening * o.softening);
   wp.quadrupole = o.quadrupole;
   const balance_by balance = o.balance == "work" ? balance_by::work : balance_by::count;
-  distributed_step step(ctx, ex, o.max_leaf, balance, sopt, threads);
-  // The GPU walk: one device per rank of a host (local rank modulo the devices).
-  std::unique_ptr<gpu_walker> walker;
+  // The GPU: the whole step on it (one device per rank of a host: local rank modulo the devices),
+  // or only the walk (--device-step off).
+  std::unique_ptr<rank_engine> engine;
   ctx.phase("device", [&] {
-    if (use_gpu) walker = make_gpu_walker(local_rank);
+    if (use_gpu && device_whole) {
+      canopy::scheduler_options gpu_options;
+      gpu_options.mode = o.mode;
+      engine = std::make_unique<device_engine>(ex, make_device_step(ctx, local_rank, o.max_leaf, gpu_options), bodies, wp);
+    } else {
+      engine = std::make_unique<host_engine>(ctx, ex, bodies, wp, o.max_leaf, balance, sopt, threads,
+                                             use_gpu ? make_gpu_walker(local_rank) : nullptr);
+    }
   });
-  step.set_gpu_walker(walker.get());
-  if (walker) spdlog::info("rank 0 walks on {}", walker->describe());
+  bodies = {};
+  if (use_gpu) spdlog::info("rank 0 {} on {}", device_whole ? "steps" : "walks", engine->describe());
   const float dt = static_cast<float>(o.dt), half_dt = 0.5f * dt;
-  std::vector<body_force> forces;
+  const auto walk_at = [&](float theta) { return engine->forces_at(theta); };
 
   // Step 0: the initial forces (also the warm-up). Not in the summary.
   dist_phase_times pt;
   t0 = clock_type::now();
-  step.rebuild(bodies, pt);
-  step.forces(bodies, wp, forces, pt, true);
-  ctx.phase("forces", [&] { require_finite(forces, 0); });
-  spdlog::info("initial step: global tree {} nodes, {} leaves; {:.1f} ms on rank 0", step.tree().top.node_count(),
-               step.tree().top.leaves.size(), ms_since(t0));
-  const energy e0 = kick_and_energy(bodies, forces, 0.0f, threads, ex);
+  engine->step_forces(pt);
+  spdlog::info("initial step: global tree {} nodes, {} leaves; {:.1f} ms on rank 0", engine->top_nodes(), engine->top_leaves(),
+               ms_since(t0));
+  const energy e0 = engine->kick(0.0f);
+  ctx.phase("forces", [&] { engine->require_finite_forces(0, e0); });
 
   dist_checker check(o, ctx, ex, threads);
-  const double e0_direct = check.direct_energy() ? check.direct_total(bodies) : 0.0;
-  if (o.check) check.accuracy(step, bodies, forces, wp, "start");
-  if (o.check_single) check.against_single(bodies, forces, wp, sopt, !walker, "start");
+  const bool check_copies = check.direct_energy() || o.check || o.check_single;
+  std::vector<dist_body> copies = check_copies ? engine->bodies() : std::vector<dist_body>{};
+  std::vector<body_force> copied_forces = check_copies ? engine->forces() : std::vector<body_force>{};
+  const double e0_direct = check.direct_energy() ? check.direct_total(copies) : 0.0;
+  if (o.check) check.accuracy(copies, copied_forces, wp, walk_at, "start");
+  if (o.check_single) check.against_single(copies, copied_forces, wp, sopt, !engine->gpu_walk(), "start");
 
   if (root) print_header();
   std::vector<std::array<double, phase_count>> mine_per_step;
   std::vector<spread> spreads;
   energy e = e0;
-  step.fail_walk(ctx.rank() == o.fail_rank);
+  engine->fail_walk(ctx.rank() == o.fail_rank);
   for (int s = 1; s <= o.steps; ++s) {
     t0 = clock_type::now();
-    kick_drift(bodies, forces, half_dt, dt, threads);
+    engine->kick_drift(half_dt, dt);
     double integrate = ms_since(t0);
-    step.rebuild(bodies, pt);
-    step.forces(bodies, wp, forces, pt, true);
-    ctx.phase("forces", [&] { require_finite(forces, s); });
+    engine->step_forces(pt);
     t0 = clock_type::now();
-    e = kick_and_energy(bodies, forces, half_dt, threads, ex);
+    e = engine->kick(half_dt);
     integrate += ms_since(t0);
+    ctx.phase("forces", [&] { engine->require_finite_forces(s, e); });
     const auto mine = as_array(pt, integrate);
     mine_per_step.push_back(mine);
+    if (const std::string parts = engine->last_parts(); !parts.empty()) spdlog::debug("step {} on rank 0: {}", s, parts);
     const spread sp = spread_of(ex, mine);
     spreads.push_back(sp);
     if (root) {
@@ -439,8 +582,8 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
   for (const auto& m : mine_per_step)
     for (int k = 0; k < phase_count; ++k) mean[k] += m[k] / static_cast<double>(mine_per_step.size());
   const spread over = spread_of(ex, mean);
-  const std::vector<std::uint64_t> held = ctx.all_gather(bodies.size());
-  const let_stats& ls = step.last_let();
+  const std::vector<std::uint64_t> held = ctx.all_gather(engine->held());
+  const let_stats ls = engine->let();
   const std::vector<std::uint64_t> let_nodes = ctx.all_gather(ls.nodes_received);
   const std::vector<std::uint64_t> let_bodies = ctx.all_gather(ls.bodies_received);
   std::string out;
@@ -448,12 +591,11 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
     out += fmt::format("\nsummary   {} bodies, {} steps of dt {}, theta {}, softening {}, {} per leaf at most, {}\n", o.n,
                        o.steps, o.dt, o.theta, o.softening, o.max_leaf,
                        o.quadrupole ? "monopole + quadrupole" : "monopole only");
-    out += fmt::format("backend   {}, {} ranks (mpi exchange), {} threads per rank, mode {}, balance by {}\n",
-                       walker ? "gpu walk (" + walker->describe() + " on rank 0), the rest on host threads" : std::string("cpu"),
-                       ctx.size(), threads, canopy::to_string(o.mode), o.balance);
+    out += fmt::format("backend   {}, mode {}, balance by {}\n", fmt::format(fmt::runtime(engine->backend()), ctx.size()),
+                       canopy::to_string(o.mode), o.balance);
     out += fmt::format("ranks     last step: bodies per rank min {} max {}; global tree {} nodes, {} leaves\n",
                        *std::min_element(held.begin(), held.end()), *std::max_element(held.begin(), held.end()),
-                       step.tree().top.node_count(), step.tree().top.leaves.size());
+                       engine->top_nodes(), engine->top_leaves());
     out += fmt::format("essential last step, received per rank: nodes min {} max {}, bodies min {} max {}\n",
                        *std::min_element(let_nodes.begin(), let_nodes.end()),
                        *std::max_element(let_nodes.begin(), let_nodes.end()),
@@ -464,9 +606,13 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
     for (int k = 0; k <= phase_count; ++k)
       out += fmt::format("{:<12} {:>12.3f} {:>12.3f}\n", k < phase_count ? phase_names[k] : "step", over.min[k], over.max[k]);
   }
-  if (o.check) check.accuracy(step, bodies, forces, wp, "end");
-  if (o.check_single) check.against_single(bodies, forces, wp, sopt, !walker, "end");
-  const double e_end_direct = check.direct_energy() ? check.direct_total(bodies) : 0.0;
+  if (check_copies) {
+    copies = engine->bodies();
+    copied_forces = engine->forces();
+  }
+  if (o.check) check.accuracy(copies, copied_forces, wp, walk_at, "end");
+  if (o.check_single) check.against_single(copies, copied_forces, wp, sopt, !engine->gpu_walk(), "end");
+  const double e_end_direct = check.direct_energy() ? check.direct_total(copies) : 0.0;
   if (root) {
     out += check.finish(e0, e, e0_direct, e_end_direct, o.steps);
     std::fputs(out.c_str(), stdout);
@@ -482,6 +628,9 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
 
 #if !NBODY_HAVE_GPU
 std::unique_ptr<gpu_walker> make_gpu_walker(int) {
+  throw std::runtime_error("--backend gpu: this nbody was built without CUDA (CANOPY_GPU=OFF)");
+}
+std::unique_ptr<device_step> make_device_step(const cd::mpi_context&, int, int, const canopy::scheduler_options&) {
   throw std::runtime_error("--backend gpu: this nbody was built without CUDA (CANOPY_GPU=OFF)");
 }
 #endif

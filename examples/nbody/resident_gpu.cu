@@ -24,6 +24,7 @@
 
 #include "force_backend.hpp"
 #include "group_walk.cuh"
+#include "integrate.cuh"
 #include "resident.hpp"
 
 namespace nbody {
@@ -32,65 +33,16 @@ namespace {
 
 namespace ct = canopy::trees;
 
-constexpr int body_block = 256;  // threads per block of the per-body and per-node kernels
 // The walk reads the tree's points as float4 (x, y, z, m).
 static_assert(sizeof(ct::point) == sizeof(float4) && alignof(ct::point) == alignof(float4));
 
 // Blocks of body_block threads for n items (bodies or nodes).
 unsigned body_grid(std::int32_t n) { return static_cast<unsigned>((n + body_block - 1) / body_block); }
 
-// v += a half_dt, stored; returns the new velocity.
-__device__ inline float4 kick(float4* vel, const body_force* f, std::int32_t i, float half_dt) {
-  float4 v = vel[i];
-  const body_force a = f[i];
-  v.x += a.ax * half_dt;
-  v.y += a.ay * half_dt;
-  v.z += a.az * half_dt;
-  vel[i] = v;
-  return v;
-}
-
-// Kick v += a half_dt, then drift x += v dt (the first half of leapfrog's kick-drift-kick).
-__global__ void kick_drift_kernel(ct::point* pos, float4* vel, const body_force* f, std::int32_t n, float half_dt,
-                                  float dt) {
-  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i >= n) return;
-  const float4 v = kick(vel, f, i, half_dt);
-  ct::point p = pos[i];
-  p.x += v.x * dt;
-  p.y += v.y * dt;
-  p.z += v.z * dt;
-  pos[i] = p;
-}
-
 // The velocities follow their bodies into the new tree's order: out[i] = in[permutation[i]].
 __global__ void gather_kernel(const float4* in, const std::int32_t* permutation, float4* out, std::int32_t n) {
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < n) out[i] = in[permutation[i]];
-}
-
-// Kick v += a half_dt; with `sums`, adds the block's kinetic energy and half its potential energy (0.5 m phi)
-// to sums[0] and sums[1].
-__global__ void __launch_bounds__(body_block) kick_energy_kernel(const ct::point* pos, float4* vel, const body_force* f,
-                                                                 std::int32_t n, float half_dt, double* sums) {
-  using reduce = cub::BlockReduce<double, body_block>;
-  __shared__ typename reduce::TempStorage storage;
-  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
-  double kinetic = 0, potential = 0;
-  if (i < n) {
-    const float4 v = kick(vel, f, i, half_dt);
-    const double m = pos[i].m;
-    kinetic = 0.5 * m * (double(v.x) * v.x + double(v.y) * v.y + double(v.z) * v.z);
-    potential = 0.5 * m * double(f[i].phi);
-  }
-  if (sums == nullptr) return;  // uniform across the grid
-  const double k = reduce(storage).Sum(kinetic);
-  __syncthreads();  // the temporary storage is reused
-  const double w = reduce(storage).Sum(potential);
-  if (threadIdx.x == 0) {
-    atomicAdd(&sums[0], k);
-    atomicAdd(&sums[1], w);
-  }
 }
 
 struct stream_owner {

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include <canopy/trees/generators.hpp>
 #include <canopy/trees/morton.hpp>
 #include <canopy/trees/octree.hpp>
 #include <canopy/trees/threads.hpp>
@@ -55,23 +56,27 @@ double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11)
 // Plummer velocities in equilibrium with the Plummer positions of trees::generate_plummer (G = M =
 // a = 1): speed q v_esc(r), v_esc = sqrt(2) (1 + r^2)^(-1/4), q drawn from q^2 (1 - q^2)^(7/2) by
 // rejection (Aarseth, Henon & Wielen 1974), isotropic direction. Then the mean velocity is removed.
+vec3 plummer_velocity(const ct::point& p, std::mt19937_64& rng) {
+  const double r2 = double(p.x) * p.x + double(p.y) * p.y + double(p.z) * p.z;
+  double q = 0;
+  for (;;) {
+    q = uniform01(rng);
+    const double g = q * q * std::pow(1.0 - q * q, 3.5);
+    if (0.1 * uniform01(rng) < g) break;
+  }
+  const double speed = q * std::sqrt(2.0) * std::pow(1.0 + r2, -0.25);
+  const double cz = 2.0 * uniform01(rng) - 1.0;
+  const double phi = 2.0 * 3.141592653589793 * uniform01(rng);
+  const double sz = std::sqrt(std::max(0.0, 1.0 - cz * cz));
+  return vec3{float(speed * sz * std::cos(phi)), float(speed * sz * std::sin(phi)), float(speed * cz)};
+}
+
 std::vector<vec3> plummer_velocities(const std::vector<ct::point>& pos, std::uint64_t seed) {
   std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
   std::vector<vec3> vel(pos.size());
   double mx = 0, my = 0, mz = 0, mt = 0;
   for (std::size_t i = 0; i < pos.size(); ++i) {
-    const double r2 = double(pos[i].x) * pos[i].x + double(pos[i].y) * pos[i].y + double(pos[i].z) * pos[i].z;
-    double q = 0;
-    for (;;) {
-      q = uniform01(rng);
-      const double g = q * q * std::pow(1.0 - q * q, 3.5);
-      if (0.1 * uniform01(rng) < g) break;
-    }
-    const double speed = q * std::sqrt(2.0) * std::pow(1.0 + r2, -0.25);
-    const double cz = 2.0 * uniform01(rng) - 1.0;
-    const double phi = 2.0 * 3.141592653589793 * uniform01(rng);
-    const double sz = std::sqrt(std::max(0.0, 1.0 - cz * cz));
-    vel[i] = vec3{float(speed * sz * std::cos(phi)), float(speed * sz * std::sin(phi)), float(speed * cz)};
+    vel[i] = plummer_velocity(pos[i], rng);
     mx += pos[i].m * double(vel[i].x);
     my += pos[i].m * double(vel[i].y);
     mz += pos[i].m * double(vel[i].z);
@@ -578,6 +583,42 @@ void initial_conditions(const sim_options& o, std::vector<ct::point>& pos, std::
       vel.assign(o.n, vec3{0, 0, 0});
       break;
   }
+}
+
+// Velocities from an engine per chunk of 65,536 bodies (as the positions are drawn), so that a rank
+// draws only its own; the mean momentum is not removed (it is a sum over every rank).
+constexpr std::size_t velocity_chunk = 65536;
+
+void initial_slice(const sim_options& o, std::size_t begin, std::size_t end, unsigned threads, std::vector<ct::point>& pos,
+                   std::vector<vec3>& vel, double momentum[4]) {
+  for (int k = 0; k < 4; ++k) momentum[k] = 0;
+  // From the start of the first chunk: a velocity draw depends on the body's position.
+  const std::size_t from = std::min(begin, end) / velocity_chunk * velocity_chunk;
+  const std::vector<ct::point> all = ct::generate_slice(o.dist, o.n, o.seed, from, std::max(begin, end));
+  pos.assign(all.begin() + static_cast<std::ptrdiff_t>(std::min(begin, end) - from), all.end());
+  vel.assign(pos.size(), vec3{0, 0, 0});
+  if (o.dist != ct::distribution::plummer || begin >= end) return;
+  const std::size_t chunks = (end - from + velocity_chunk - 1) / velocity_chunk;
+  std::vector<std::array<double, 4>> sums(chunks, {0, 0, 0, 0});
+  parallel_for(chunks, threads, 1, [&](std::size_t kb, std::size_t ke) {
+    for (std::size_t k = kb; k < ke; ++k) {
+      const std::size_t c = from / velocity_chunk + k;
+      std::mt19937_64 rng(o.seed ^ 0x9e3779b97f4a7c15ull ^ (0xbf58476d1ce4e5b9ull * (c + 1)));
+      const std::size_t e = std::min(end, (c + 1) * velocity_chunk);
+      for (std::size_t i = c * velocity_chunk; i < e; ++i) {
+        const ct::point& p = all[i - from];
+        const vec3 v = plummer_velocity(p, rng);  // drawn for the chunk's bodies before `begin` too
+        if (i < begin) continue;
+        vel[i - begin] = v;
+        sums[k][0] += p.m * double(v.x);
+        sums[k][1] += p.m * double(v.y);
+        sums[k][2] += p.m * double(v.z);
+        sums[k][3] += p.m;
+      }
+    }
+  });
+  for (const auto& s : sums)
+    for (int k = 0; k < 4; ++k) momentum[k] += s[k];
 }
 
 void validate(const sim_options& o) {

@@ -47,6 +47,9 @@ struct sim_options {
   bool check_single = false;
   double max_single_p99 = 1e-4;  // bound on the 99th percentile relative difference from it
   int fail_rank = -1;            // a test aid: this rank's walk fails at step 1 (-1: none)
+  // With --backend gpu: the whole step on the GPUs, NCCL between them ("whole"), or only the walk
+  // on the GPU and the rest on host threads, MPI between them ("walk").
+  std::string gpu_step = "whole";
 };
 
 // Exit codes of the program.
@@ -59,6 +62,12 @@ inline constexpr int exit_no_gpu = 77;  // --backend gpu without a usable device
 // The initial bodies and velocities of `o` (dist, n, seed): the same on every rank and for every
 // rank count.
 void initial_conditions(const sim_options& o, std::vector<canopy::trees::point>& pos, std::vector<vec3>& vel);
+// Bodies [begin, end) of a distributed run's initial conditions: the positions are those of
+// initial_conditions; Plummer velocities are drawn from an engine per chunk of 65,536 bodies (so a
+// rank draws only its share) and differ from the one-process draw. momentum = this slice's
+// (sum m v, sum m): the caller removes the mean momentum of all ranks.
+void initial_slice(const sim_options& o, std::size_t begin, std::size_t end, unsigned threads,
+                   std::vector<canopy::trees::point>& pos, std::vector<vec3>& vel, double momentum[4]);
 
 // Nearest-rank percentiles of a sample (the accuracy checks).
 struct percentiles {
