@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -149,6 +150,66 @@ TEST(FmmInteractionLists, RejectsThetaOutsideTheConvergentRangeAndForeignGeometr
     EXPECT_THROW(cf::build_interaction_lists(tree, g, theta), std::invalid_argument) << theta;
   const std::vector<cf::cell_geometry> fewer(g.begin(), g.end() - 1);
   EXPECT_THROW(cf::build_interaction_lists(tree, fewer, 0.5), std::invalid_argument);
+}
+
+// sort_sources is the lists' canonical form (the device build's order): each row sorted, the rows
+// and their contents unchanged as sets, the offsets untouched, and sorting twice changes nothing.
+TEST(FmmInteractionLists, SortSourcesSortsEachRowAndKeepsItsSet) {
+  const ct::octree tree = ct::build_octree(ct::generate_plummer(3000, 12), {16, 21});
+  const auto g = cf::compute_cell_geometry(tree);
+  const cf::interaction_lists original = cf::build_interaction_lists(tree, g, 0.5);
+  cf::interaction_lists sorted = original;
+  cf::sort_sources(sorted);
+  EXPECT_EQ(sorted.m2l_offset, original.m2l_offset);
+  EXPECT_EQ(sorted.p2p_offset, original.p2p_offset);
+  bool some_row_was_unsorted = false;
+  const auto check = [&](const std::vector<std::int32_t>& offset, const std::vector<std::int32_t>& before,
+                         const std::vector<std::int32_t>& after) {
+    ASSERT_EQ(before.size(), after.size());
+    for (std::size_t t = 0; t + 1 < offset.size(); ++t) {
+      std::vector<std::int32_t> a(before.begin() + offset[t], before.begin() + offset[t + 1]);
+      const std::vector<std::int32_t> b(after.begin() + offset[t], after.begin() + offset[t + 1]);
+      EXPECT_TRUE(std::is_sorted(b.begin(), b.end())) << "row " << t;
+      EXPECT_TRUE(std::adjacent_find(b.begin(), b.end()) == b.end()) << "row " << t << " lists a source twice";
+      some_row_was_unsorted = some_row_was_unsorted || !std::is_sorted(a.begin(), a.end());
+      std::sort(a.begin(), a.end());
+      EXPECT_EQ(a, b) << "row " << t;
+    }
+  };
+  check(original.m2l_offset, original.m2l_source, sorted.m2l_source);
+  check(original.p2p_offset, original.p2p_source, sorted.p2p_source);
+  EXPECT_TRUE(some_row_was_unsorted) << "the traversal's order should differ from the sorted one somewhere";
+  expect_exact_cover(tree, sorted);
+  cf::interaction_lists twice = sorted;
+  cf::sort_sources(twice);
+  EXPECT_EQ(twice.m2l_source, sorted.m2l_source);
+  EXPECT_EQ(twice.p2p_source, sorted.p2p_source);
+  cf::interaction_lists empty;
+  cf::sort_sources(empty);  // no rows at all: nothing to do
+  EXPECT_TRUE(empty.m2l_source.empty());
+}
+
+// The centre's mass sums go up the tree (children in order, a leaf over its points): exactly the
+// sums a caller gets by adding the children's sums, and bit for bit the same for every leaf as the
+// point loop, which is what the device build reproduces.
+TEST(FmmInteractionLists, CentresSumUpTheTreeInChildOrder) {
+  const ct::octree tree = ct::build_octree(ct::generate_clusters(5000, 13), {8, 21});
+  const auto g = cf::compute_cell_geometry(tree);
+  std::vector<cf::detail::mass_sums> sums(g.size(), cf::detail::mass_sums{0, 0, 0, 0});
+  for (std::int32_t n = tree.node_count() - 1; n >= 0; --n) {
+    const auto i = static_cast<std::size_t>(n);
+    if (tree.is_leaf(n)) {
+      for (std::int32_t j = tree.point_begin[i]; j < tree.point_begin[i] + tree.point_count[i]; ++j)
+        cf::detail::add_point(sums[i], tree.points[static_cast<std::size_t>(j)]);
+    } else {
+      for (std::int32_t c = tree.first_child[i]; c < tree.first_child[i] + tree.child_count[i]; ++c)
+        cf::detail::add_sums(sums[i], sums[static_cast<std::size_t>(c)]);
+    }
+    for (int a = 0; a < 3; ++a) {
+      const double expect = (a == 0 ? sums[i].x : a == 1 ? sums[i].y : sums[i].z) / sums[i].m;
+      EXPECT_EQ(g[i].center[a], expect) << "node " << n;
+    }
+  }
 }
 
 }  // namespace

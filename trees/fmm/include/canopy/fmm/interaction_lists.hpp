@@ -6,8 +6,10 @@
 // so a device pass can later read them as they are.
 #pragma once
 
+#include <canopy/fmm/detail/geometry_ops.hpp>
 #include <canopy/trees/octree.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -29,30 +31,34 @@ struct cell_geometry {
 
 // Geometry of every node of `tree`, by node id, in double. The centre of mass makes the dipole
 // vanish, and the exact radius (not the cell's half-diagonal) lets the opening criterion accept
-// pairs sooner where points are clustered in a corner of their cell. O(points x depth).
+// pairs sooner where points are clustered in a corner of their cell. The mass sums go up the tree
+// (detail/geometry_ops.hpp says why); the radius is the largest distance over the node's own
+// points, O(points x depth). The device build (device_lists.hpp) gives the same bits.
 inline std::vector<cell_geometry> compute_cell_geometry(const trees::octree& tree) {
   const std::int32_t nodes = tree.node_count();
   std::vector<cell_geometry> g(static_cast<std::size_t>(nodes));
+  std::vector<detail::mass_sums> sums(static_cast<std::size_t>(nodes), detail::mass_sums{0, 0, 0, 0});
+  // Level order numbers every child after its parent: descending ids see the children first.
+  for (std::int32_t n = nodes - 1; n >= 0; --n) {
+    const auto i = static_cast<std::size_t>(n);
+    detail::mass_sums& s = sums[i];
+    if (tree.is_leaf(n)) {
+      for (std::int32_t j = tree.point_begin[i]; j < tree.point_begin[i] + tree.point_count[i]; ++j)
+        detail::add_point(s, tree.points[static_cast<std::size_t>(j)]);
+    } else {
+      for (std::int32_t c = tree.first_child[i]; c < tree.first_child[i] + tree.child_count[i]; ++c)
+        detail::add_sums(s, sums[static_cast<std::size_t>(c)]);
+    }
+  }
   for (std::int32_t n = 0; n < nodes; ++n) {
     const auto i = static_cast<std::size_t>(n);
     const trees::box& b = tree.bounds[i];
-    const std::int32_t begin = tree.point_begin[i], end = begin + tree.point_count[i];
-    double mass = 0, c[3] = {0, 0, 0};
-    for (std::int32_t j = begin; j < end; ++j) {
-      const trees::point& q = tree.points[static_cast<std::size_t>(j)];
-      mass += q.m;
-      c[0] += double(q.m) * q.x;
-      c[1] += double(q.m) * q.y;
-      c[2] += double(q.m) * q.z;
-    }
     cell_geometry& cg = g[i];
-    for (int a = 0; a < 3; ++a) cg.center[a] = mass > 0 ? c[a] / mass : 0.5 * (b.lo[a] + b.hi[a]);
+    detail::center_of(sums[i], b, cg.center);
     cg.scale = 0.5 * (b.hi[0] - b.lo[0]);
     double r2 = 0;
-    for (std::int32_t j = begin; j < end; ++j) {
-      const trees::point& q = tree.points[static_cast<std::size_t>(j)];
-      const double dx = q.x - cg.center[0], dy = q.y - cg.center[1], dz = q.z - cg.center[2];
-      const double d2 = dx * dx + dy * dy + dz * dz;
+    for (std::int32_t j = tree.point_begin[i]; j < tree.point_begin[i] + tree.point_count[i]; ++j) {
+      const double d2 = detail::distance2(tree.points[static_cast<std::size_t>(j)], cg.center);
       if (d2 > r2) r2 = d2;
     }
     cg.radius = std::sqrt(r2);
@@ -78,9 +84,7 @@ struct interaction_lists {
 // way round), which the Taylor series of both expansions need to converge; their error falls like
 // theta^(P+1).
 inline bool well_separated(const cell_geometry& a, const cell_geometry& b, double theta) {
-  const double dx = a.center[0] - b.center[0], dy = a.center[1] - b.center[1], dz = a.center[2] - b.center[2];
-  const double s = a.radius + b.radius;
-  return s * s < theta * theta * (dx * dx + dy * dy + dz * dz);
+  return detail::separated(a.center, a.radius, b.center, b.radius, theta);
 }
 
 namespace detail {
@@ -147,6 +151,19 @@ inline interaction_lists build_interaction_lists(const trees::octree& tree, std:
   std::tie(lists.m2l_offset, lists.m2l_source) = detail::to_csr(nodes, m2l);
   std::tie(lists.p2p_offset, lists.p2p_source) = detail::to_csr(nodes, p2p);
   return lists;
+}
+
+// Sorts each target's sources by id, in place: the canonical form of a list, independent of the
+// traversal's order. The device build (device_lists.hpp) emits its lists in this form, so the
+// host's lists sorted this way are equal to the device's array for array, and an evaluation over
+// either sums its sources in the same order.
+inline void sort_sources(interaction_lists& lists) {
+  const auto sort_rows = [](const std::vector<std::int32_t>& offset, std::vector<std::int32_t>& source) {
+    for (std::size_t t = 0; t + 1 < offset.size(); ++t)
+      std::sort(source.begin() + offset[t], source.begin() + offset[t + 1]);
+  };
+  sort_rows(lists.m2l_offset, lists.m2l_source);
+  sort_rows(lists.p2p_offset, lists.p2p_source);
 }
 
 }  // namespace canopy::fmm
