@@ -30,6 +30,10 @@
 // gpu_scheduler's constructor and set_graph wait for on their own stream, and download() on the
 // host; anything else reading its arrays from another stream must wait for that event itself.
 //
+// from_trusted_dag takes a general DAG in the scheduler's form (successors in CSR) that the caller
+// built on the device, the way from_trusted_forest takes a forest: the FMM's task DAG, whose lists
+// are made by kernels, reaches the scheduler with no host copy this way.
+//
 // Header-only, like gpu_scheduler.cuh: nvcc only (kernels are templates, so that any number of
 // translation units may include it). This header is the API; the definitions, the build's kernels
 // among them, are in canopy/detail/device_task_graph.inl, included at its end.
@@ -129,6 +133,21 @@ class device_task_graph {
                              const task_id* d_sources, std::int32_t source_count, std::int32_t sink_count,
                              cudaStream_t stream = nullptr);
 
+  /// A DAG the caller built on the device and vouches for (the FMM's task DAG, made by kernels
+  /// from device interaction lists: trees/fmm's device_lists.hpp): the successors of task t are
+  /// d_succ[d_succ_offsets[t] .. d_succ_offsets[t + 1]) (n + 1 offsets from 0 to edge_count),
+  /// d_dependency_count[t] its predecessors, the sources every task without predecessors (once
+  /// each, in the order they are to be run) and sink_count the tasks without successors. As
+  /// from_trusted_forest: the arrays are copied on `stream` (ready_event()), nothing is checked on
+  /// the device and the host does not wait; host arguments are checked (status::invalid_argument).
+  /// A graph that is not what the counts say (a cycle, a wrong count) never becomes ready where it
+  /// is wrong: a run then ends in status::timeout at its deadline, or, where no sink waits for the
+  /// stuck tasks, ok without running them.
+  static device_task_graph from_trusted_dag(const std::int32_t* d_succ_offsets, const task_id* d_succ, std::int32_t n,
+                                            std::int32_t edge_count, const std::int32_t* d_dependency_count,
+                                            const task_id* d_sources, std::int32_t source_count, std::int32_t sink_count,
+                                            cudaStream_t stream = nullptr);
+
   device_task_graph(const device_task_graph&) = delete;
   device_task_graph& operator=(const device_task_graph&) = delete;
   /// A moved-from graph is empty.
@@ -139,10 +158,15 @@ class device_task_graph {
   std::int32_t task_count() const noexcept { return task_count_; }
   std::int32_t source_count() const noexcept { return source_count_; }
   std::int32_t sink_count() const noexcept { return sink_count_; }
-  bool is_tree() const noexcept { return true; }
+  /// A forest (parent()), or a DAG from from_trusted_dag (succ_offsets(), successors()).
+  bool is_tree() const noexcept { return succ_offsets_.size() == 0; }
   /// Device arrays: parent and dependency_count have task_count() entries, sources source_count()
-  /// (after assign_trusted_forest the buffers may be larger).
+  /// (after assign_trusted_forest the buffers may be larger). A DAG has no parent array (null) but
+  /// task_count() + 1 succ_offsets and edge_count() successors.
   const task_id* parent() const noexcept { return parent_.data(); }
+  const std::int32_t* succ_offsets() const noexcept { return succ_offsets_.data(); }
+  const task_id* successors() const noexcept { return succ_.data(); }
+  std::int32_t edge_count() const noexcept { return edge_count_; }
   const std::int32_t* dependency_count() const noexcept { return dependency_count_.data(); }
   const task_id* sources() const noexcept { return sources_.data(); }
 
@@ -164,12 +188,15 @@ class device_task_graph {
   struct build;  // the steps both factories share
 
   device_buffer<task_id> parent_;
+  device_buffer<std::int32_t> succ_offsets_;  // a DAG only (from_trusted_dag); empty for a forest
+  device_buffer<task_id> succ_;
   device_buffer<std::int32_t> dependency_count_;
   device_buffer<task_id> sources_;
   cudaEvent_t ready_ = nullptr;  // owned; see ready_event()
   std::int32_t task_count_ = 0;
   std::int32_t source_count_ = 0;
   std::int32_t sink_count_ = 0;
+  std::int32_t edge_count_ = 0;
 };
 
 }  // namespace canopy

@@ -99,7 +99,7 @@ class gpu_scheduler {
   /// device_error when there is no CUDA device or it cannot launch cooperatively; cuda_error when
   /// a CUDA call fails.
   gpu_scheduler(const task_graph& graph, const scheduler_options& options);
-  /// A tree whose graph was built on the device (device_task_graph): its arrays are copied device
+  /// A tree (or a trusted DAG) whose graph was built on the device (device_task_graph): its arrays are copied device
   /// to device on `stream`, with no host copy of the tree. Throws canopy::error for a graph with
   /// tasks but no root (only a cycle has none).
   gpu_scheduler(const device_task_graph& graph, const scheduler_options& options, cudaStream_t stream = nullptr);

@@ -229,11 +229,14 @@ inline device_task_graph& device_task_graph::operator=(device_task_graph&& other
     if (ready_ != nullptr) (void)cudaEventDestroy(ready_);
     ready_ = std::exchange(other.ready_, nullptr);
     parent_ = std::move(other.parent_);
+    succ_offsets_ = std::move(other.succ_offsets_);
+    succ_ = std::move(other.succ_);
     dependency_count_ = std::move(other.dependency_count_);
     sources_ = std::move(other.sources_);
     task_count_ = std::exchange(other.task_count_, 0);
     source_count_ = std::exchange(other.source_count_, 0);
     sink_count_ = std::exchange(other.sink_count_, 0);
+    edge_count_ = std::exchange(other.edge_count_, 0);
   }
   return *this;
 }
@@ -247,12 +250,30 @@ inline void device_task_graph::wait_ready(cudaStream_t stream) const {
 }
 
 inline task_graph_ref device_task_graph::ref(std::int32_t* pending) const noexcept {
-  return task_graph_ref{task_count_, parent_.data(), nullptr, nullptr, dependency_count_.data(),
-                        pending,     sources_.data(), source_count_, sink_count_};
+  const bool tree = is_tree();
+  return task_graph_ref{task_count_, tree ? parent_.data() : nullptr, tree ? nullptr : succ_offsets_.data(),
+                        tree ? nullptr : succ_.data(), dependency_count_.data(), pending, sources_.data(), source_count_,
+                        sink_count_};
 }
 
 inline task_graph device_task_graph::download() const {
   if (ready_ != nullptr) cuda_check(cudaEventSynchronize(ready_), "device task graph: download");
+  if (!is_tree()) {
+    // A DAG: its edges, from which task_graph derives the rest (its sources in ascending order).
+    std::vector<std::int32_t> offsets(static_cast<std::size_t>(task_count_) + 1);
+    std::vector<task_id> succ(static_cast<std::size_t>(edge_count_));
+    cuda_check(cudaMemcpy(offsets.data(), succ_offsets_.data(), offsets.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost),
+               "device task graph: download");
+    if (!succ.empty())
+      cuda_check(cudaMemcpy(succ.data(), succ_.data(), succ.size() * sizeof(task_id), cudaMemcpyDeviceToHost),
+                 "device task graph: download");
+    std::vector<std::pair<task_id, task_id>> edges;
+    edges.reserve(succ.size());
+    for (std::int32_t t = 0; t < task_count_; ++t)
+      for (std::int32_t k = offsets[static_cast<std::size_t>(t)]; k < offsets[static_cast<std::size_t>(t) + 1]; ++k)
+        edges.emplace_back(t, succ[static_cast<std::size_t>(k)]);
+    return task_graph::from_edges(task_count_, edges);
+  }
   std::vector<task_id> parent(static_cast<std::size_t>(task_count_));
   std::vector<task_id> sources(static_cast<std::size_t>(source_count_));
   if (!parent.empty())
@@ -501,7 +522,9 @@ inline void device_task_graph::assign_trusted_forest(const task_id* d_parent, co
   if (n > 0 && (d_parent == nullptr || d_dependency_count == nullptr || d_sources == nullptr))
     throw error(status::invalid_argument, "device task graph: null parent, dependency_count or sources array for a trusted forest");
   // Empty until the copies are enqueued, so that a throw below leaves an empty graph, not a stale one.
-  task_count_ = source_count_ = sink_count_ = 0;
+  task_count_ = source_count_ = sink_count_ = edge_count_ = 0;
+  succ_offsets_ = device_buffer<std::int32_t>();  // a forest: no successor lists
+  succ_ = device_buffer<task_id>();
   const auto tasks = static_cast<std::size_t>(n);
   const auto sources = static_cast<std::size_t>(source_count);
   const auto grow = [](auto& buffer, std::size_t need) {
@@ -527,6 +550,55 @@ inline void device_task_graph::assign_trusted_forest(const task_id* d_parent, co
   task_count_ = n;
   source_count_ = source_count;
   sink_count_ = sink_count;
+}
+
+inline device_task_graph device_task_graph::from_trusted_dag(const std::int32_t* d_succ_offsets, const task_id* d_succ,
+                                                             std::int32_t n, std::int32_t edge_count,
+                                                             const std::int32_t* d_dependency_count, const task_id* d_sources,
+                                                             std::int32_t source_count, std::int32_t sink_count,
+                                                             cudaStream_t stream) {
+  if (n < 0 || n == INT32_MAX) throw error(status::invalid_argument, "device task graph: task count " + std::to_string(n) + " out of range");
+  if (edge_count < 0 || source_count < 0 || source_count > n || sink_count < 0 || sink_count > n ||
+      (n > 0 && (source_count == 0 || sink_count == 0)))
+    throw error(status::invalid_argument, "device task graph: a trusted DAG of " + std::to_string(n) + " tasks with " +
+                                              std::to_string(edge_count) + " edges, " + std::to_string(source_count) +
+                                              " sources and " + std::to_string(sink_count) +
+                                              " sinks (a non-empty DAG has at least one source and one sink)");
+  if (n > 0 && (d_succ_offsets == nullptr || d_dependency_count == nullptr || d_sources == nullptr ||
+                (edge_count > 0 && d_succ == nullptr)))
+    throw error(status::invalid_argument,
+                "device task graph: null succ_offsets, successors, dependency_count or sources array for a trusted DAG");
+  device_task_graph g;
+  const auto tasks = static_cast<std::size_t>(n);
+  const auto edges = static_cast<std::size_t>(edge_count);
+  const auto sources = static_cast<std::size_t>(source_count);
+  // At least one element each: an empty succ_offsets buffer is what marks a forest.
+  g.succ_offsets_ = device_buffer<std::int32_t>(tasks + 1);
+  g.succ_ = device_buffer<task_id>(std::max<std::size_t>(edges, 1));
+  g.dependency_count_ = device_buffer<std::int32_t>(tasks);
+  g.sources_ = device_buffer<task_id>(sources);
+  cuda_check(cudaEventCreateWithFlags(&g.ready_, cudaEventDisableTiming), "device task graph: event");
+  if (n > 0) {
+    cuda_check(cudaMemcpyAsync(g.succ_offsets_.data(), d_succ_offsets, (tasks + 1) * sizeof(std::int32_t), cudaMemcpyDeviceToDevice,
+                               stream),
+               "device task graph: copy successor offsets");
+    if (edges != 0)
+      cuda_check(cudaMemcpyAsync(g.succ_.data(), d_succ, edges * sizeof(task_id), cudaMemcpyDeviceToDevice, stream),
+                 "device task graph: copy successors");
+    cuda_check(cudaMemcpyAsync(g.dependency_count_.data(), d_dependency_count, tasks * sizeof(std::int32_t),
+                               cudaMemcpyDeviceToDevice, stream),
+               "device task graph: copy dependency counts");
+    cuda_check(cudaMemcpyAsync(g.sources_.data(), d_sources, sources * sizeof(task_id), cudaMemcpyDeviceToDevice, stream),
+               "device task graph: copy sources");
+  } else {
+    cuda_check(cudaMemsetAsync(g.succ_offsets_.data(), 0, sizeof(std::int32_t), stream), "device task graph: empty DAG");
+  }
+  cuda_check(cudaEventRecord(g.ready_, stream), "device task graph: event");
+  g.task_count_ = n;
+  g.source_count_ = source_count;
+  g.sink_count_ = sink_count;
+  g.edge_count_ = edge_count;
+  return g;
 }
 
 }  // namespace canopy

@@ -134,16 +134,31 @@ inline void gpu_scheduler::copy_device_graph(const device_task_graph& graph, cud
       buffer = device_buffer<T>(std::max<std::size_t>(need + need / 2, 1));
     }
   };
-  // A device task graph is a tree: successor lists left from a DAG the scheduler was made with would
-  // make the kernel read the new tree as that DAG.
-  succ_offsets_ = device_buffer<std::int32_t>();
-  succ_ = device_buffer<task_id>();
-  grow(parent_, n);
+  // The kernel reads the graph as a DAG exactly when succ_offsets is not null: successor lists left
+  // from an earlier DAG would make it read a new tree as that DAG, so a tree drops them (and a DAG
+  // the parent array, which it does not use).
+  if (graph.is_tree()) {
+    succ_offsets_ = device_buffer<std::int32_t>();
+    succ_ = device_buffer<task_id>();
+    grow(parent_, n);
+  } else {
+    parent_ = device_buffer<task_id>();
+    grow(succ_offsets_, n + 1);
+    grow(succ_, static_cast<std::size_t>(graph.edge_count()));
+    cuda_check(cudaMemcpyAsync(succ_offsets_.data(), graph.succ_offsets(), (n + 1) * sizeof(std::int32_t), cudaMemcpyDeviceToDevice,
+                               stream),
+               "copy graph");
+    if (graph.edge_count() != 0)
+      cuda_check(cudaMemcpyAsync(succ_.data(), graph.successors(), static_cast<std::size_t>(graph.edge_count()) * sizeof(task_id),
+                                 cudaMemcpyDeviceToDevice, stream),
+                 "copy graph");
+  }
   grow(dependency_count_, n);
   grow(pending_, n);
   grow(sources_, sources);
   if (n != 0) {
-    cuda_check(cudaMemcpyAsync(parent_.data(), graph.parent(), n * sizeof(task_id), cudaMemcpyDeviceToDevice, stream), "copy graph");
+    if (graph.is_tree())
+      cuda_check(cudaMemcpyAsync(parent_.data(), graph.parent(), n * sizeof(task_id), cudaMemcpyDeviceToDevice, stream), "copy graph");
     cuda_check(cudaMemcpyAsync(dependency_count_.data(), graph.dependency_count(), n * sizeof(std::int32_t),
                                cudaMemcpyDeviceToDevice, stream),
                "copy graph");
@@ -198,6 +213,21 @@ inline void gpu_scheduler::set_graph(const device_task_graph& graph, cudaStream_
 }
 
 inline const task_graph& gpu_scheduler::host_graph() const {
+  if (!host_graph_ && succ_offsets_.size() != 0) {
+    // A DAG given on the device: its edges (the sources come out in ascending order).
+    const auto n = static_cast<std::size_t>(task_count_);
+    std::vector<std::int32_t> offsets(n + 1);
+    cuda_check(cudaMemcpy(offsets.data(), succ_offsets_.data(), (n + 1) * sizeof(std::int32_t), cudaMemcpyDeviceToHost), "read graph");
+    std::vector<task_id> succ(static_cast<std::size_t>(offsets[n]));
+    if (!succ.empty())
+      cuda_check(cudaMemcpy(succ.data(), succ_.data(), succ.size() * sizeof(task_id), cudaMemcpyDeviceToHost), "read graph");
+    std::vector<std::pair<task_id, task_id>> edges;
+    edges.reserve(succ.size());
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::int32_t k = offsets[t]; k < offsets[t + 1]; ++k)
+        edges.emplace_back(static_cast<task_id>(t), succ[static_cast<std::size_t>(k)]);
+    host_graph_ = task_graph::from_edges(task_count_, edges);
+  }
   if (!host_graph_) {
     const auto n = static_cast<std::size_t>(task_count_);
     std::vector<task_id> parent(n), sources(static_cast<std::size_t>(source_count_));
