@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // gpu_evaluator's implementation for one order P (canopy/fmm/gpu_evaluate.hpp): the device copies
-// of the tree, the lists and the DAG, the scheduler, and the two captured level graphs. Included
+// of the tree, the lists and the DAG (uploaded from the host, or built on the device from the
+// GPU-built tree), the scheduler, and the two captured level graphs. Included
 // by gpu_evaluate_p<P>.cu, one translation unit per order, so each compiles (and caches) alone.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <canopy/cuda/device_buffer.hpp>
 #include <canopy/cuda/error.hpp>
 #include <canopy/fmm/detail/gpu_tasks.cuh>
+#include <canopy/fmm/device_lists.hpp>
 #include <canopy/fmm/evaluate.hpp>
 #include <canopy/fmm/gpu_evaluate.hpp>
 #include <canopy/fmm/task_dag.hpp>
@@ -17,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -30,15 +33,34 @@ struct graph_exec_deleter {
 };
 using graph_exec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, graph_exec_deleter>;
 
+// Device geometry to the expansions' float frames (frame_of's conversion, element by element).
+template <int = 0>
+__global__ void frames_kernel(std::int32_t nodes, const cell_geometry* g, frame<float>* f) {
+  const std::int32_t n = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (n < nodes) f[n] = frame<float>{{float(g[n].center[0]), float(g[n].center[1]), float(g[n].center[2])}, float(g[n].scale)};
+}
+
+// A device copy of n elements at `src` (device memory), on `stream`.
+template <class T>
+device_buffer<T> device_copy(const T* src, std::size_t n, cudaStream_t stream) {
+  device_buffer<T> out(n);
+  if (n != 0) CANOPY_CUDA_TRY(cudaMemcpyAsync(out.data(), src, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+  return out;
+}
+
 template <int P>
 class gpu_evaluator_impl final : public gpu_evaluator_base {
  public:
   static constexpr int threads = 128;  // the baseline's blocks: 4 warps, a node per warp
 
+  // From a host tree: everything uploaded, the DAG built on the host.
   gpu_evaluator_impl(const trees::octree& tree, std::span<const cell_geometry> geometry, const interaction_lists& lists,
                      double eps2, const canopy::scheduler_options& options)
       : dag_(build_task_dag(tree, lists)),
         depth_(tree.depth),
+        ranges_(dag_->ranges),
+        internal_level_offset_(dag_->internal_level_offset),
+        down_level_offset_(dag_->down_level_offset),
         points_(tree.points),
         point_begin_(tree.point_begin),
         point_count_(tree.point_count),
@@ -50,46 +72,106 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
         m2l_source_(lists.m2l_source),
         p2p_offset_(lists.p2p_offset),
         p2p_source_(lists.p2p_source),
-        m2l_target_(dag_.m2l_target),
-        down_node_(dag_.down_node),
-        l2p_leaf_(dag_.l2p_leaf),
-        p2p_leaf_(dag_.p2p_leaf),
-        internal_node_(dag_.internal_node),
-        has_local_(dag_.has_local),
+        m2l_target_(dag_->m2l_target),
+        down_node_(dag_->down_node),
+        l2p_leaf_(dag_->l2p_leaf),
+        p2p_leaf_(dag_->p2p_leaf),
+        internal_node_(dag_->internal_node),
+        has_local_(dag_->has_local),
         multipoles_(geometry.size()),
         locals_(geometry.size()),
-        fields_(tree.points.size()),
-        sched_(dag_.graph, options) {
-    tasks_.d = task_data<float, P>{points_.data(), point_begin_.data(), point_count_.data(), first_child_.data(),
-                                   child_count_.data(), parent_.data(), frames_.data(), m2l_offset_.data(),
-                                   m2l_source_.data(), p2p_offset_.data(), p2p_source_.data(), dag_.ranges,
-                                   m2l_target_.data(), down_node_.data(), l2p_leaf_.data(), p2p_leaf_.data(),
-                                   has_local_.data(), static_cast<float>(eps2), multipoles_.data(), locals_.data(),
-                                   fields_.data()};
-    serial_ = capture(false, serial_kernels_);
-    branch_ = capture(true, branch_kernels_);
+        fields_(tree.points.size()) {
+    sched_.emplace(dag_->graph, options);
+    finish(eps2);
   }
 
-  void enqueue_dag(cudaStream_t stream) override { sched_.run_async(dag_ops<P>{tasks_}, stream); }
+  // From the GPU-built tree: geometry, lists and DAG built on the device (device_lists.hpp); the
+  // tree's arrays copied device to device, so the evaluator does not depend on `tree` afterwards.
+  gpu_evaluator_impl(const trees::built_device_octree& tree, double theta, double eps2, const canopy::scheduler_options& options,
+                     cudaStream_t stream) {
+    const trees::octree_ref t = tree.tree.ref();
+    const auto nodes = static_cast<std::size_t>(t.node_count);
+    device_buffer<cell_geometry> geometry = compute_cell_geometry(tree, stream);
+    device_interaction_lists lists = build_interaction_lists(tree, geometry, theta, stream);
+    device_dag_.emplace(build_task_dag(tree, lists, stream));
+    const device_task_dag& d = *device_dag_;
+    depth_ = tree.tree.depth();
+    ranges_ = d.ranges;
+    internal_level_offset_ = d.internal_level_offset;
+    down_level_offset_ = d.down_level_offset;
+    points_ = device_copy(t.points, static_cast<std::size_t>(t.point_total), stream);
+    point_begin_ = device_copy(t.point_begin, nodes, stream);
+    point_count_ = device_copy(t.point_count, nodes, stream);
+    first_child_ = device_copy(t.first_child, nodes, stream);
+    child_count_ = device_copy(t.child_count, nodes, stream);
+    parent_ = device_copy(t.parent, nodes, stream);
+    frames_ = device_buffer<frame<float>>(nodes);
+    if (nodes != 0) {
+      frames_kernel<<<static_cast<unsigned>((nodes + threads - 1) / threads), threads, 0, stream>>>(t.node_count, geometry.data(),
+                                                                                                   frames_.data());
+      CANOPY_CUDA_TRY(cudaGetLastError());
+    }
+    m2l_offset_ = std::move(lists.m2l_offset);
+    m2l_source_ = std::move(lists.m2l_source);
+    p2p_offset_ = std::move(lists.p2p_offset);
+    p2p_source_ = std::move(lists.p2p_source);
+    multipoles_ = device_buffer<multipole_expansion<float, P>>(nodes);
+    locals_ = device_buffer<local_expansion<float, P>>(nodes);
+    fields_ = device_buffer<field<float>>(static_cast<std::size_t>(t.point_total));
+    const canopy::device_task_graph graph = canopy::device_task_graph::from_trusted_dag(
+        d.succ_offset.data(), d.successor.data(), d.task_count(), d.edge_count, d.dependency_count.data(), d.sources.data(),
+        d.source_count, d.sink_count, stream);
+    sched_.emplace(graph, options, stream);  // copies the graph and synchronises `stream`
+    finish(eps2);
+  }
+
+  void enqueue_dag(cudaStream_t stream) override { sched_->run_async(dag_ops<P>{tasks_}, stream); }
 
   void enqueue_level_graph(cudaStream_t stream, bool near_field_branch) override {
     CANOPY_CUDA_TRY(cudaGraphLaunch(near_field_branch ? branch_.get() : serial_.get(), stream));
   }
 
-  canopy::run_result last_dag_result() const override { return sched_.last_result(); }
+  canopy::run_result last_dag_result() const override { return sched_->last_result(); }
   std::vector<field<float>> fields() const override { return fields_.download(); }
   void poison(cudaStream_t stream) override {
     multipoles_.fill_bytes(0xff, stream);
     locals_.fill_bytes(0xff, stream);
     fields_.fill_bytes(0xff, stream);
   }
-  int dag_blocks() const override { return sched_.last_grid(); }
+  int dag_blocks() const override { return sched_->last_grid(); }
   int level_graph_kernels(bool near_field_branch) const override {
     return near_field_branch ? branch_kernels_ : serial_kernels_;
   }
-  const task_dag& dag() const override { return dag_; }
+  // The device path's DAG is downloaded on the first call (synchronous; for checks).
+  const task_dag& dag() const override {
+    if (!dag_) dag_ = device_dag_->download();
+    return *dag_;
+  }
+  task_ranges ranges() const override { return ranges_; }
 
  private:
+  // The task view over the device arrays, and the two level graphs.
+  void finish(double eps2) {
+    const std::int32_t* m2l_target = device_dag_ ? device_dag_->m2l_target.data() : m2l_target_.data();
+    const std::int32_t* down_node = device_dag_ ? device_dag_->down_node.data() : down_node_.data();
+    const std::int32_t* l2p_leaf = device_dag_ ? device_dag_->l2p_leaf.data() : l2p_leaf_.data();
+    const std::int32_t* p2p_leaf = device_dag_ ? device_dag_->p2p_leaf.data() : p2p_leaf_.data();
+    const std::uint8_t* has_local = device_dag_ ? device_dag_->has_local.data() : has_local_.data();
+    internal_node_ptr_ = device_dag_ ? device_dag_->internal_node.data() : internal_node_.data();
+    m2l_target_ptr_ = m2l_target;
+    down_node_ptr_ = down_node;
+    l2p_leaf_ptr_ = l2p_leaf;
+    p2p_leaf_ptr_ = p2p_leaf;
+    tasks_.d = task_data<float, P>{points_.data(), point_begin_.data(), point_count_.data(), first_child_.data(),
+                                   child_count_.data(), parent_.data(), frames_.data(), m2l_offset_.data(),
+                                   m2l_source_.data(), p2p_offset_.data(), p2p_source_.data(), ranges_,
+                                   m2l_target, down_node, l2p_leaf, p2p_leaf,
+                                   has_local, static_cast<float>(eps2), multipoles_.data(), locals_.data(),
+                                   fields_.data()};
+    serial_ = capture(false, serial_kernels_);
+    branch_ = capture(true, branch_kernels_);
+  }
+
   static device_buffer<frame<float>> frames_of(std::span<const cell_geometry> geometry, const trees::octree& tree) {
     if (geometry.size() != static_cast<std::size_t>(tree.node_count()))
       throw std::invalid_argument("fmm::gpu_evaluator: geometry has " + std::to_string(geometry.size()) +
@@ -125,28 +207,27 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     cudaGraphExec_t exec = nullptr;
     try {
       CANOPY_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      const auto p2p = [&](cudaStream_t on) {
-        launch<task_kind::p2p>(p2p_leaf_.data(), static_cast<std::int32_t>(dag_.p2p_leaf.size()), on, kernels);
-      };
+      const std::int32_t leaves = ranges_.end - ranges_.p2p_begin;
+      const auto p2p = [&](cudaStream_t on) { launch<task_kind::p2p>(p2p_leaf_ptr_, leaves, on, kernels); };
       if (branch) {
         CANOPY_CUDA_TRY(cudaEventRecord(fork, s));
         CANOPY_CUDA_TRY(cudaStreamWaitEvent(near, fork));
         p2p(near);
         CANOPY_CUDA_TRY(cudaEventRecord(join, near));
       }
-      launch<task_kind::up>(p2p_leaf_.data(), static_cast<std::int32_t>(dag_.p2p_leaf.size()), s, kernels);  // P2M
+      launch<task_kind::up>(p2p_leaf_ptr_, leaves, s, kernels);  // P2M
       for (int level = depth_; level >= 0; --level) {
-        const std::int32_t b = dag_.internal_level_offset[static_cast<std::size_t>(level)];
-        launch<task_kind::up>(internal_node_.data() + b, dag_.internal_level_offset[static_cast<std::size_t>(level) + 1] - b, s, kernels);
+        const std::int32_t b = internal_level_offset_[static_cast<std::size_t>(level)];
+        launch<task_kind::up>(internal_node_ptr_ + b, internal_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels);
       }
-      launch<task_kind::m2l>(m2l_target_.data(), static_cast<std::int32_t>(dag_.m2l_target.size()), s, kernels);
+      launch<task_kind::m2l>(m2l_target_ptr_, ranges_.down_begin - ranges_.m2l_begin, s, kernels);
       for (int level = 0; level <= depth_; ++level) {
-        const std::int32_t b = dag_.down_level_offset[static_cast<std::size_t>(level)];
-        launch<task_kind::down>(down_node_.data() + b, dag_.down_level_offset[static_cast<std::size_t>(level) + 1] - b, s, kernels);
+        const std::int32_t b = down_level_offset_[static_cast<std::size_t>(level)];
+        launch<task_kind::down>(down_node_ptr_ + b, down_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels);
       }
       if (branch) CANOPY_CUDA_TRY(cudaStreamWaitEvent(s, join));
       else p2p(s);
-      launch<task_kind::l2p>(l2p_leaf_.data(), static_cast<std::int32_t>(dag_.l2p_leaf.size()), s, kernels);
+      launch<task_kind::l2p>(l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin, s, kernels);
       CANOPY_CUDA_TRY(cudaStreamEndCapture(s, &graph));
       CANOPY_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
     } catch (...) {
@@ -168,19 +249,24 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     return graph_exec(exec);
   }
 
-  task_dag dag_;
-  int depth_;
+  mutable std::optional<task_dag> dag_;      // the host path's DAG; the device path's once downloaded
+  std::optional<device_task_dag> device_dag_;  // the device path's DAG (its arrays are the tasks' maps)
+  int depth_ = 0;
+  task_ranges ranges_{};
+  std::vector<std::int32_t> internal_level_offset_, down_level_offset_;
   device_buffer<trees::point> points_;
   device_buffer<std::int32_t> point_begin_, point_count_, first_child_, child_count_, parent_;
   device_buffer<frame<float>> frames_;
   device_buffer<std::int32_t> m2l_offset_, m2l_source_, p2p_offset_, p2p_source_;
-  device_buffer<std::int32_t> m2l_target_, down_node_, l2p_leaf_, p2p_leaf_, internal_node_;
+  device_buffer<std::int32_t> m2l_target_, down_node_, l2p_leaf_, p2p_leaf_, internal_node_;  // the host path's uploads
   device_buffer<std::uint8_t> has_local_;
   device_buffer<multipole_expansion<float, P>> multipoles_;
   device_buffer<local_expansion<float, P>> locals_;
   device_buffer<field<float>> fields_;
+  const std::int32_t *m2l_target_ptr_ = nullptr, *down_node_ptr_ = nullptr, *l2p_leaf_ptr_ = nullptr, *p2p_leaf_ptr_ = nullptr,
+                     *internal_node_ptr_ = nullptr;
   gpu_tasks<P> tasks_{};
-  canopy::gpu_scheduler sched_;
+  std::optional<canopy::gpu_scheduler> sched_;
   graph_exec serial_, branch_;
   int serial_kernels_ = 0, branch_kernels_ = 0;
 };
@@ -192,10 +278,18 @@ std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::octree& tree
   return std::make_unique<gpu_evaluator_impl<P>>(tree, geometry, lists, eps2, options);
 }
 
+template <int P>
+std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::built_device_octree& tree, double theta, double eps2,
+                                                       const canopy::scheduler_options& options, cudaStream_t stream) {
+  return std::make_unique<gpu_evaluator_impl<P>>(tree, theta, eps2, options, stream);
+}
+
 }  // namespace canopy::fmm::detail
 
 // One order per translation unit (gpu_evaluate_p<P>.cu): CANOPY_FMM_INSTANTIATE_GPU_EVALUATOR(P).
 #define CANOPY_FMM_INSTANTIATE_GPU_EVALUATOR(P)                                                                    \
   template std::unique_ptr<canopy::fmm::detail::gpu_evaluator_base> canopy::fmm::detail::make_gpu_evaluator<P>( \
       const canopy::trees::octree&, std::span<const canopy::fmm::cell_geometry>, const canopy::fmm::interaction_lists&, \
-      double, const canopy::scheduler_options&);
+      double, const canopy::scheduler_options&);                                                                    \
+  template std::unique_ptr<canopy::fmm::detail::gpu_evaluator_base> canopy::fmm::detail::make_gpu_evaluator<P>( \
+      const canopy::trees::built_device_octree&, double, double, const canopy::scheduler_options&, cudaStream_t);

@@ -17,6 +17,8 @@
 //   cudaStreamSynchronize(stream);
 //   if (!fmm.last_dag_result().ok()) ...;
 //   std::vector<canopy::fmm::field<float>> f = fmm.fields();   // tree.points' order
+//
+//   canopy::fmm::gpu_evaluator fmm(8, built, theta, eps2);     // from the GPU-built octree: no host tree
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,6 +26,7 @@
 #include <canopy/fmm/expansion.hpp>
 #include <canopy/fmm/interaction_lists.hpp>
 #include <canopy/fmm/task_dag.hpp>
+#include <canopy/passes/device_octree_builder.cuh>
 #include <canopy/scheduler_options.hpp>
 #include <canopy/status.hpp>
 #include <canopy/trees/octree.hpp>
@@ -54,11 +57,15 @@ class gpu_evaluator_base {
   virtual int dag_blocks() const = 0;
   virtual int level_graph_kernels(bool near_field_branch) const = 0;
   virtual const task_dag& dag() const = 0;
+  virtual task_ranges ranges() const = 0;
 };
 template <int P>
 std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::octree& tree, std::span<const cell_geometry> geometry,
                                                        const interaction_lists& lists, double eps2,
                                                        const canopy::scheduler_options& options);
+template <int P>
+std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::built_device_octree& tree, double theta, double eps2,
+                                                       const canopy::scheduler_options& options, cudaStream_t stream);
 }  // namespace detail
 
 class gpu_evaluator {
@@ -69,6 +76,15 @@ class gpu_evaluator {
   /// order outside gpu_orders or lists not of this tree, canopy::error without a usable device.
   gpu_evaluator(int order, const trees::octree& tree, std::span<const cell_geometry> geometry, const interaction_lists& lists,
                 double eps2, const canopy::scheduler_options& options = {});
+  /// From the GPU-built octree, with no host copy of the tree: the cells' geometry, the
+  /// interaction lists (opening parameter `theta`, as build_interaction_lists) and the task DAG are
+  /// built on the device (device_lists.hpp), then used as the constructor above uses its
+  /// arguments. Equal to it, field for field, given the same tree and theta (the lists come
+  /// sorted: sort_sources). The tree's arrays are copied, so `tree` may be rebuilt or freed once
+  /// this returns; work on `stream` that builds `tree` is waited for. Throws as the constructor
+  /// above and as build_interaction_lists (theta outside (0, 1]).
+  gpu_evaluator(int order, const trees::built_device_octree& tree, double theta, double eps2,
+                const canopy::scheduler_options& options = {}, cudaStream_t stream = nullptr);
   gpu_evaluator(gpu_evaluator&&) noexcept = default;
   gpu_evaluator& operator=(gpu_evaluator&&) noexcept = default;
   ~gpu_evaluator() = default;
@@ -92,7 +108,11 @@ class gpu_evaluator {
   int dag_blocks() const { return impl_->dag_blocks(); }
   /// How many kernel nodes the level graph holds (P2M, M2M levels, M2L, L2L levels, P2P, L2P).
   int level_graph_kernels(bool near_field_branch = false) const { return impl_->level_graph_kernels(near_field_branch); }
+  /// The DAG on the host: as built (host tree), or downloaded on the first call (device tree;
+  /// synchronous).
   const task_dag& dag() const { return impl_->dag(); }
+  /// The DAG's id ranges (task_count() = ranges().end), without a download.
+  task_ranges ranges() const { return impl_->ranges(); }
 
  private:
   int order_;
@@ -106,6 +126,19 @@ inline gpu_evaluator::gpu_evaluator(int order, const trees::octree& tree, std::s
     case 4: impl_ = detail::make_gpu_evaluator<4>(tree, geometry, lists, eps2, options); break;
     case 6: impl_ = detail::make_gpu_evaluator<6>(tree, geometry, lists, eps2, options); break;
     case 8: impl_ = detail::make_gpu_evaluator<8>(tree, geometry, lists, eps2, options); break;
+    default:
+      throw std::invalid_argument("fmm::gpu_evaluator: order " + std::to_string(order) +
+                                  " is not compiled for the GPU (4, 6 or 8)");
+  }
+}
+
+inline gpu_evaluator::gpu_evaluator(int order, const trees::built_device_octree& tree, double theta, double eps2,
+                                    const canopy::scheduler_options& options, cudaStream_t stream)
+    : order_(order) {
+  switch (order) {
+    case 4: impl_ = detail::make_gpu_evaluator<4>(tree, theta, eps2, options, stream); break;
+    case 6: impl_ = detail::make_gpu_evaluator<6>(tree, theta, eps2, options, stream); break;
+    case 8: impl_ = detail::make_gpu_evaluator<8>(tree, theta, eps2, options, stream); break;
     default:
       throw std::invalid_argument("fmm::gpu_evaluator: order " + std::to_string(order) +
                                   " is not compiled for the GPU (4, 6 or 8)");

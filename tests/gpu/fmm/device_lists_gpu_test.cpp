@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: Apache-2.0
+// The FMM prepared on the GPU from the GPU-built octree (canopy/fmm/device_lists.hpp) against the
+// host functions on the same tree: the geometry bit for bit, the interaction lists equal to the
+// host's sorted lists (so equal as sets, row by row), the task DAG equal to the host's (ranges,
+// maps, level lists, the predecessors of every task), and the evaluator built from the device tree
+// equal, field for field, to the one built from host arrays. Plummer, uniform, clustered and
+// lattice points, several theta, and the degenerate trees. Label gpu; skipped without a device.
+#include <canopy/cuda/device_buffer.hpp>
+#include <canopy/fmm/device_lists.hpp>
+#include <canopy/fmm/gpu_evaluate.hpp>
+#include <canopy/fmm/interaction_lists.hpp>
+#include <canopy/fmm/task_dag.hpp>
+#include <canopy/mode.hpp>
+#include <canopy/passes/device_octree_builder.cuh>
+#include <canopy/trees/generators.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpu_test.hpp"
+
+namespace {
+
+namespace cf = canopy::fmm;
+namespace ct = canopy::trees;
+
+class fmm_device_lists : public canopy::test::gpu_test {};
+
+// The GPU-built tree of `points`, and its host copy (what the host functions are given).
+struct built {
+  ct::built_device_octree device;
+  ct::octree host;
+};
+
+built build(const std::vector<ct::point>& points, int max_leaf) {
+  // One element at least: the builder refuses a null pointer, even for no points.
+  canopy::device_buffer<ct::point> d(std::max<std::size_t>(points.size(), 1));
+  if (!points.empty()) d.upload(points);
+  ct::device_octree_builder builder;
+  built b{builder.build(d.data(), points.size(), {max_leaf, 21}), {}};
+  b.host = b.device.download();
+  // The device tree is build_octree's, so the host functions here see the tree a host user would.
+  EXPECT_EQ(ct::structure_difference(b.host, ct::build_octree(points, {max_leaf, 21})), "");
+  return b;
+}
+
+struct point_set {
+  std::string name;
+  std::vector<ct::point> points;
+  int max_leaf;
+};
+
+std::vector<point_set> point_sets() {
+  std::vector<ct::point> cluster(60, ct::point{0.3f, 0.3f, 0.3f, 0.01f});  // coincident: a deep leaf
+  const auto more = ct::generate_uniform(500, 6);
+  cluster.insert(cluster.end(), more.begin(), more.end());
+  return {{"plummer", ct::generate_plummer(20000, 7), 32},
+          {"uniform", ct::generate_uniform(8000, 8), 8},
+          {"clusters", ct::generate_clusters(10000, 9), 16},
+          {"lattice", ct::generate_lattice(3, 4, 5), 4},
+          {"coincident", cluster, 8},
+          {"one leaf", ct::generate_uniform(20, 3), 32},
+          {"one point", {ct::point{1.f, 2.f, 3.f, 4.f}}, 32},
+          {"empty", {}, 32}};
+}
+
+bool same_bytes(const void* a, const void* b, std::size_t bytes) { return bytes == 0 || std::memcmp(a, b, bytes) == 0; }
+
+// Predecessors of every task, each row sorted (the order of a task's predecessors is not part of
+// the graph).
+std::vector<std::vector<canopy::task_id>> predecessor_sets(const canopy::task_graph& g) {
+  std::vector<std::vector<canopy::task_id>> out(static_cast<std::size_t>(g.task_count()));
+  for (std::size_t t = 0; t < out.size(); ++t) {
+    out[t].assign(g.predecessors().begin() + g.pred_offsets()[t], g.predecessors().begin() + g.pred_offsets()[t + 1]);
+    std::sort(out[t].begin(), out[t].end());
+  }
+  return out;
+}
+
+TEST_F(fmm_device_lists, GeometryEqualsTheHostsBitForBit) {
+  for (const point_set& s : point_sets()) {
+    SCOPED_TRACE(s.name);
+    const built b = build(s.points, s.max_leaf);
+    const std::vector<cf::cell_geometry> host = cf::compute_cell_geometry(b.host);
+    const std::vector<cf::cell_geometry> device = cf::compute_cell_geometry(b.device).download();
+    ASSERT_EQ(device.size(), host.size());
+    for (std::size_t n = 0; n < host.size(); ++n)
+      ASSERT_TRUE(same_bytes(&device[n], &host[n], sizeof(cf::cell_geometry)))
+          << "node " << n << ": centre " << device[n].center[0] << " " << host[n].center[0] << ", radius " << device[n].radius
+          << " " << host[n].radius;
+  }
+}
+
+TEST_F(fmm_device_lists, ListsEqualTheHostsAsSetsPerTarget) {
+  for (const point_set& s : point_sets()) {
+    const built b = build(s.points, s.max_leaf);
+    const std::vector<cf::cell_geometry> host_geometry = cf::compute_cell_geometry(b.host);
+    const canopy::device_buffer<cf::cell_geometry> geometry = cf::compute_cell_geometry(b.device);
+    for (const double theta : {0.3, 0.5, 0.7, 1.0}) {
+      SCOPED_TRACE(s.name + ", theta " + std::to_string(theta));
+      cf::interaction_lists host = cf::build_interaction_lists(b.host, host_geometry, theta);
+      cf::sort_sources(host);  // the device's order: each row by source id
+      const cf::device_interaction_lists d = cf::build_interaction_lists(b.device, geometry, theta);
+      EXPECT_EQ(d.node_count, b.host.node_count());
+      EXPECT_EQ(d.m2l_count, static_cast<std::int32_t>(host.m2l_source.size()));
+      EXPECT_EQ(d.p2p_count, static_cast<std::int32_t>(host.p2p_source.size()));
+      const cf::interaction_lists got = d.download();
+      EXPECT_EQ(got.m2l_offset, host.m2l_offset);
+      EXPECT_EQ(got.m2l_source, host.m2l_source);
+      EXPECT_EQ(got.p2p_offset, host.p2p_offset);
+      EXPECT_EQ(got.p2p_source, host.p2p_source);
+    }
+  }
+}
+
+TEST_F(fmm_device_lists, ListsRejectWhatTheHostRejects) {
+  const built b = build(ct::generate_uniform(100, 10), 8);
+  const canopy::device_buffer<cf::cell_geometry> geometry = cf::compute_cell_geometry(b.device);
+  for (const double theta : {0.0, -0.5, 1.01, std::nan("")})
+    EXPECT_THROW(cf::build_interaction_lists(b.device, geometry, theta), std::invalid_argument) << theta;
+  const canopy::device_buffer<cf::cell_geometry> fewer(geometry.size() - 1);
+  EXPECT_THROW(cf::build_interaction_lists(b.device, fewer, 0.5), std::invalid_argument);
+  // A tree with no nodes at all (a default result): empty lists of one offset each.
+  const ct::built_device_octree none;
+  const cf::device_interaction_lists l = cf::build_interaction_lists(none, canopy::device_buffer<cf::cell_geometry>(), 0.5);
+  EXPECT_EQ(l.download().m2l_offset, std::vector<std::int32_t>{0});
+  EXPECT_EQ(l.download().p2p_offset, std::vector<std::int32_t>{0});
+  const cf::device_task_dag dag = cf::build_task_dag(none, l);
+  EXPECT_EQ(dag.task_count(), 0);
+}
+
+TEST_F(fmm_device_lists, DagEqualsTheHostsTaskForTask) {
+  for (const point_set& s : point_sets()) {
+    SCOPED_TRACE(s.name);
+    const built b = build(s.points, s.max_leaf);
+    cf::interaction_lists host_lists = cf::build_interaction_lists(b.host, cf::compute_cell_geometry(b.host), 0.5);
+    cf::sort_sources(host_lists);
+    const cf::task_dag host = cf::build_task_dag(b.host, host_lists);
+    const canopy::device_buffer<cf::cell_geometry> geometry = cf::compute_cell_geometry(b.device);
+    const cf::device_task_dag d = cf::build_task_dag(b.device, cf::build_interaction_lists(b.device, geometry, 0.5));
+    const cf::task_dag got = d.download();
+    EXPECT_EQ(got.ranges.m2l_begin, host.ranges.m2l_begin);
+    EXPECT_EQ(got.ranges.down_begin, host.ranges.down_begin);
+    EXPECT_EQ(got.ranges.l2p_begin, host.ranges.l2p_begin);
+    EXPECT_EQ(got.ranges.p2p_begin, host.ranges.p2p_begin);
+    EXPECT_EQ(got.ranges.end, host.ranges.end);
+    EXPECT_EQ(got.m2l_target, host.m2l_target);
+    EXPECT_EQ(got.down_node, host.down_node);
+    EXPECT_EQ(got.l2p_leaf, host.l2p_leaf);
+    EXPECT_EQ(got.p2p_leaf, host.p2p_leaf);
+    EXPECT_EQ(got.has_local, host.has_local);
+    EXPECT_EQ(got.internal_node, host.internal_node);
+    EXPECT_EQ(got.internal_level_offset, host.internal_level_offset);
+    EXPECT_EQ(got.down_level_offset, host.down_level_offset);
+    // The graph: the same predecessors for every task, so the same counts, sources and sinks.
+    EXPECT_EQ(predecessor_sets(got.graph), predecessor_sets(host.graph));
+    EXPECT_EQ(got.graph.dependency_count(), host.graph.dependency_count());
+    EXPECT_EQ(got.graph.sources(), host.graph.sources());
+    EXPECT_EQ(got.graph.sink_count(), host.graph.sink_count());
+    // What the scheduler is handed: the device's own counts and sources (not re-derived).
+    EXPECT_EQ(d.edge_count, static_cast<std::int32_t>(host.graph.successors().size()));
+    EXPECT_EQ(d.source_count, static_cast<std::int32_t>(host.graph.sources().size()));
+    EXPECT_EQ(d.sink_count, host.graph.sink_count());
+    if (d.task_count() > 0) {
+      std::vector<std::int32_t> deps = d.dependency_count.download();
+      EXPECT_EQ(deps, host.graph.dependency_count());
+      std::vector<std::int32_t> sources = d.sources.download();
+      sources.resize(static_cast<std::size_t>(d.source_count));
+      EXPECT_EQ(sources, host.graph.sources());
+    }
+  }
+}
+
+// The evaluator from the device tree against the one from host arrays with the same (sorted)
+// lists: every input equal, every task body summing in a fixed order, so the fields are the same
+// bits, for the DAG and both level graphs.
+void expect_same_evaluation(const built& b, int order, double theta, double eps2, const canopy::scheduler_options& options = {}) {
+  SCOPED_TRACE("order " + std::to_string(order) + ", theta " + std::to_string(theta));
+  const std::vector<cf::cell_geometry> geometry = cf::compute_cell_geometry(b.host);
+  cf::interaction_lists lists = cf::build_interaction_lists(b.host, geometry, theta);
+  cf::sort_sources(lists);
+  cf::gpu_evaluator from_host(order, b.host, geometry, lists, eps2, options);
+  from_host.enqueue_dag();
+  CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+  ASSERT_TRUE(from_host.last_dag_result().ok());
+  const std::vector<cf::field<float>> expect = from_host.fields();
+
+  cf::gpu_evaluator from_device(order, b.device, theta, eps2, options);
+  EXPECT_EQ(from_device.ranges().end, from_host.ranges().end);
+  EXPECT_EQ(from_device.level_graph_kernels(false), from_host.level_graph_kernels(false));
+  for (int run = 0; run < 2; ++run) {
+    from_device.poison();
+    from_device.enqueue_dag();
+    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+    const canopy::run_result r = from_device.last_dag_result();
+    ASSERT_TRUE(r.ok()) << canopy::to_string(r.code) << ": " << r.message;
+    const std::vector<cf::field<float>> got = from_device.fields();
+    ASSERT_EQ(got.size(), expect.size());
+    EXPECT_TRUE(same_bytes(got.data(), expect.data(), got.size() * sizeof(got[0]))) << "DAG run " << run;
+  }
+  for (const bool branch : {false, true}) {
+    from_device.poison();
+    from_device.enqueue_level_graph(nullptr, branch);
+    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+    const std::vector<cf::field<float>> got = from_device.fields();
+    EXPECT_TRUE(same_bytes(got.data(), expect.data(), got.size() * sizeof(got[0]))) << "level graph, branch " << branch;
+  }
+  EXPECT_EQ(from_device.dag().task_count(), from_host.dag().task_count());
+}
+
+TEST_F(fmm_device_lists, EvaluatorFromTheDeviceTreeEqualsTheHostPath) {
+  const built plummer = build(ct::generate_plummer(20000, 7), 32);
+  for (const int order : cf::gpu_orders) expect_same_evaluation(plummer, order, 0.5, 1e-4);
+  expect_same_evaluation(build(ct::generate_uniform(6000, 8), 8), 6, 0.7, 0.0);
+  expect_same_evaluation(build(ct::generate_clusters(8000, 9), 16), 4, 0.3, 1e-4);
+  for (const point_set& s : point_sets()) {
+    SCOPED_TRACE(s.name);
+    expect_same_evaluation(build(s.points, s.max_leaf), 4, 0.5, 1e-4);
+  }
+}
+
+// The DAG handed to the scheduler as a device graph (device_task_graph::from_trusted_dag) runs in
+// every mode, equal to the host-built DAG in the same mode.
+TEST_F(fmm_device_lists, EveryModeRunsTheDeviceBuiltDag) {
+  const built b = build(ct::generate_plummer(3000, 9), 16);
+  for (const canopy::mode m : canopy::all_modes) {
+    SCOPED_TRACE(std::string(canopy::to_string(m)));
+    canopy::scheduler_options o;
+    o.mode = m;
+    expect_same_evaluation(b, 4, 0.5, 1e-4, o);
+  }
+}
+
+}  // namespace

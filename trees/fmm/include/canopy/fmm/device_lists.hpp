@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: Apache-2.0
+// The FMM's preparation on the GPU, from the GPU-built octree (trees/passes'
+// device_octree_builder) with no host copy of the tree: the cells' geometry, the interaction lists
+// and the task DAG, each the device twin of a host function and equal to it:
+//
+//   compute_cell_geometry(built)            = compute_cell_geometry(host tree), bit for bit
+//   build_interaction_lists(built, g, th)   = build_interaction_lists(host tree, ...) after
+//                                              sort_sources (every list sorted by source id)
+//   build_task_dag(built, lists)            = build_task_dag(host tree, sorted lists): the same
+//                                              ranges, task-to-node maps, level lists and
+//                                              predecessors of every task
+//
+//   canopy::trees::built_device_octree built = builder.build(d_points, n, {32}, stream);
+//   auto geometry = canopy::fmm::compute_cell_geometry(built, stream);
+//   auto lists = canopy::fmm::build_interaction_lists(built, geometry, 0.5, stream);
+//   auto dag = canopy::fmm::build_task_dag(built, lists, stream);
+//   // or all of it: canopy::fmm::gpu_evaluator fmm(8, built, 0.5, eps2);
+//
+// Host code (g++ or nvcc); the kernels and CUB are in src/device_lists.cu (canopy::fmm_gpu).
+// Everything is enqueued on `stream`; the host waits where it needs a size: the lists once per
+// level of the pair traversal (below), the DAG twice. Results are complete in `stream`'s order
+// (each function synchronises `stream` before it returns, so any stream may use them).
+#pragma once
+
+#include <canopy/cuda/device_buffer.hpp>
+#include <canopy/fmm/interaction_lists.hpp>
+#include <canopy/fmm/task_dag.hpp>
+#include <canopy/passes/device_octree_builder.cuh>
+#include <canopy/task_graph.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace canopy::fmm {
+
+/// compute_cell_geometry on the device: one cell_geometry per node of `tree`, by node id. The mass
+/// sums go up the tree level by level (a thread per node, children in order, as the host does), the
+/// radius is the largest distance to the node's points (a warp per leaf takes the largest over its
+/// points for each of its ancestors: exact, so the order does not matter).
+device_buffer<cell_geometry> compute_cell_geometry(const trees::built_device_octree& tree, cudaStream_t stream = nullptr);
+
+/// interaction_lists in device memory, by node id (node_count + 1 offsets, as the host's); each
+/// target's sources sorted by id.
+struct device_interaction_lists {
+  device_buffer<std::int32_t> m2l_offset, m2l_source, p2p_offset, p2p_source;
+  std::int32_t node_count = 0;
+  std::int32_t m2l_count = 0;  ///< entries of m2l_source
+  std::int32_t p2p_count = 0;  ///< entries of p2p_source
+  /// The host form (synchronous), for checks.
+  interaction_lists download() const;
+};
+
+/// build_interaction_lists on the device: the host's dual tree traversal, the same pairs and the
+/// same decisions (detail/geometry_ops.hpp), run breadth first. Every (target, source) pair the
+/// host's stack would pop is independent of the others, so a level of the traversal is a frontier
+/// of pairs: a kernel classifies each pair and counts its children, an exclusive scan (CUB) places
+/// them, a second kernel writes the next frontier and the M2L and P2P pairs (frontier expansion
+/// by prefix sum, as in Merrill, Garland and Grimshaw's GPU breadth-first search, PPoPP 2012). The
+/// pairs are then sorted by (target, source) with a radix sort and cut into CSR rows. The host
+/// reads three counts per level of the traversal (about twice the tree's depth).
+/// Throws std::invalid_argument as the host function does (theta outside (0, 1], a geometry not of
+/// this tree).
+device_interaction_lists build_interaction_lists(const trees::built_device_octree& tree,
+                                                 const device_buffer<cell_geometry>& geometry, double theta,
+                                                 cudaStream_t stream = nullptr);
+
+/// task_dag on the device (task_dag.hpp's header comment says what each task waits for): the
+/// task-to-node maps, has_local, the level lists of the baseline, and the graph in the
+/// scheduler's DAG form (successors in CSR, dependency counts, sources in ascending id order as
+/// canopy::task_graph has them, sink count), which gpu_scheduler takes through
+/// canopy::device_task_graph::from_trusted_dag.
+struct device_task_dag {
+  task_ranges ranges;
+  std::int32_t node_count = 0;
+  device_buffer<std::int32_t> m2l_target, down_node, l2p_leaf, p2p_leaf, internal_node;
+  device_buffer<std::uint8_t> has_local;
+  // Host copies: the baseline sizes its launches per level from them (depth + 2 entries each).
+  std::vector<std::int32_t> internal_level_offset, down_level_offset;
+  // The graph: successors of task t are successor[succ_offset[t], succ_offset[t + 1]).
+  device_buffer<std::int32_t> succ_offset;  // task_count + 1
+  device_buffer<std::int32_t> successor;    // edge_count
+  device_buffer<std::int32_t> dependency_count;
+  device_buffer<std::int32_t> sources;      // source_count
+  std::int32_t edge_count = 0, source_count = 0, sink_count = 0;
+
+  std::int32_t task_count() const { return ranges.end; }
+  /// The graph as a canopy::task_graph (from its edges; synchronous), for checks and diagnosis.
+  canopy::task_graph download_graph() const;
+  /// The task-to-node maps and level lists as a host task_dag (graph included; synchronous).
+  task_dag download() const;
+};
+
+/// build_task_dag on the device. Throws std::invalid_argument when the lists are not of this tree.
+device_task_dag build_task_dag(const trees::built_device_octree& tree, const device_interaction_lists& lists,
+                               cudaStream_t stream = nullptr);
+
+}  // namespace canopy::fmm

@@ -1,0 +1,634 @@
+// SPDX-License-Identifier: Apache-2.0
+// The device twins of compute_cell_geometry, build_interaction_lists and build_task_dag
+// (canopy/fmm/device_lists.hpp says what each computes and why it equals the host's).
+#include <canopy/cuda/error.hpp>
+#include <canopy/fmm/detail/geometry_ops.hpp>
+#include <canopy/fmm/device_lists.hpp>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
+#include <cuda/atomic>
+#include <thrust/iterator/counting_iterator.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace canopy::fmm {
+namespace {
+
+constexpr int threads = 256;
+
+unsigned grid_for(std::int64_t items, int per_block = threads) {
+  return static_cast<unsigned>(std::max<std::int64_t>((items + per_block - 1) / per_block, 1));
+}
+
+// CUB's temporary storage, grown as the calls need it.
+struct cub_scratch {
+  device_buffer<std::byte> buffer;
+  void* reserve(std::size_t bytes) {
+    if (buffer.size() < std::max<std::size_t>(bytes, 1)) {
+      buffer = device_buffer<std::byte>();
+      buffer = device_buffer<std::byte>(std::max<std::size_t>(bytes, 1));
+    }
+    return buffer.data();
+  }
+};
+
+// A device copy of n elements at `src` (device memory), on `stream`.
+template <class T>
+device_buffer<T> copy_of(const T* src, std::size_t n, cudaStream_t stream) {
+  device_buffer<T> out(n);
+  if (n != 0) CANOPY_CUDA_TRY(cudaMemcpyAsync(out.data(), src, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
+  return out;
+}
+
+template <class T>
+std::vector<T> read_back(const T* src, std::size_t n, cudaStream_t stream) {
+  std::vector<T> out(n);
+  if (n != 0) CANOPY_CUDA_TRY(cudaMemcpyAsync(out.data(), src, n * sizeof(T), cudaMemcpyDeviceToHost, stream));
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+  return out;
+}
+
+// Index of the first of sorted[0, count) not below `key`.
+template <class T>
+__device__ std::int32_t lower_bound(const T* sorted, std::int32_t count, T key) {
+  std::int32_t lo = 0, hi = count;
+  while (lo < hi) {
+    const std::int32_t mid = lo + (hi - lo) / 2;
+    if (sorted[mid] < key) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// ---- geometry ---------------------------------------------------------------------------------
+
+// One level's mass sums: a leaf over its points, a parent over its children (the level below is
+// done), both in index order, as compute_cell_geometry.
+__global__ void mass_sums_kernel(trees::octree_ref t, std::int32_t begin, std::int32_t end, detail::mass_sums* sums) {
+  const std::int32_t n = begin + static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (n >= end) return;
+  detail::mass_sums s{0, 0, 0, 0};
+  if (t.child_count[n] == 0) {
+    for (std::int32_t j = t.point_begin[n]; j < t.point_begin[n] + t.point_count[n]; ++j) detail::add_point(s, t.points[j]);
+  } else {
+    for (std::int32_t c = t.first_child[n]; c < t.first_child[n] + t.child_count[n]; ++c) detail::add_sums(s, sums[c]);
+  }
+  sums[n] = s;
+}
+
+__global__ void centers_kernel(std::int32_t nodes, const detail::mass_sums* sums, const trees::box* bounds, cell_geometry* g,
+                               unsigned long long* radius2_bits) {
+  const std::int32_t n = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (n >= nodes) return;
+  const trees::box b = bounds[n];
+  cell_geometry cg;
+  detail::center_of(sums[n], b, cg.center);
+  cg.scale = 0.5 * (b.hi[0] - b.lo[0]);
+  cg.radius = 0;
+  g[n] = cg;
+  radius2_bits[n] = 0;  // the bits of +0.0
+}
+
+// A warp per leaf: for the leaf and each of its ancestors, the largest squared distance from that
+// node's centre to the leaf's points, merged into the node's maximum. A non-negative double orders
+// as its bits do, so the maximum is an integer atomic max on the bits: exact, in any order.
+__global__ void radius_kernel(trees::octree_ref t, const cell_geometry* g, unsigned long long* radius2_bits) {
+  const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (warp >= t.leaf_count) return;
+  const std::int32_t leaf = t.leaves[warp];
+  const std::int32_t begin = t.point_begin[leaf], end = begin + t.point_count[leaf];
+  for (std::int32_t a = leaf; a >= 0; a = t.parent[a]) {
+    const double c[3] = {g[a].center[0], g[a].center[1], g[a].center[2]};
+    double r2 = 0;
+    for (std::int32_t j = begin + lane; j < end; j += 32) r2 = fmax(r2, detail::distance2(t.points[j], c));
+    for (int off = 16; off > 0; off /= 2) r2 = fmax(r2, __shfl_xor_sync(0xffffffffu, r2, off));
+    if (lane == 0 && r2 > 0) {
+      const auto bits = static_cast<unsigned long long>(__double_as_longlong(r2));
+      cuda::atomic_ref<unsigned long long, cuda::thread_scope_device> slot(radius2_bits[a]);
+      // Relaxed: the maximum is read only after the kernel ends. The load first spares the
+      // atomic where an earlier leaf already set a larger radius (most leaves, near the root).
+      if (bits > slot.load(cuda::memory_order_relaxed)) slot.fetch_max(bits, cuda::memory_order_relaxed);
+    }
+  }
+}
+
+__global__ void radius_sqrt_kernel(std::int32_t nodes, const unsigned long long* radius2_bits, cell_geometry* g) {
+  const std::int32_t n = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (n >= nodes) return;
+  g[n].radius = __dsqrt_rn(__longlong_as_double(static_cast<long long>(radius2_bits[n])));
+}
+
+// ---- interaction lists ------------------------------------------------------------------------
+
+enum pair_action : std::uint8_t { act_m2l, act_p2p, act_same, act_split_target, act_split_source };
+
+// How many outputs of each sort a pair makes (scanned into where they go).
+struct pair_counts {
+  std::int32_t next, m2l, p2p;
+};
+struct add_counts {
+  __host__ __device__ pair_counts operator()(const pair_counts& a, const pair_counts& b) const {
+    return pair_counts{a.next + b.next, a.m2l + b.m2l, a.p2p + b.p2p};
+  }
+};
+
+// A pair's (target, source) as one key: sorting the keys sorts by target, then source.
+__device__ std::uint64_t pair_key(std::int32_t a, std::int32_t b) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+}
+
+// build_interaction_lists' decision for one pair, in the host's order of tests.
+__device__ pair_action decide(const trees::octree_ref& t, const cell_geometry* g, std::int32_t a, std::int32_t b, double theta) {
+  const bool leaf_a = t.child_count[a] == 0, leaf_b = t.child_count[b] == 0;
+  if (a != b && detail::separated(g[a].center, g[a].radius, g[b].center, g[b].radius, theta)) return act_m2l;
+  if (leaf_a && leaf_b) return act_p2p;
+  if (a == b) return act_same;
+  if (leaf_b || (!leaf_a && g[a].radius >= g[b].radius)) return act_split_target;
+  return act_split_source;
+}
+
+__global__ void classify_pairs_kernel(trees::octree_ref t, const cell_geometry* g, double theta, const int2* pairs,
+                                      std::int32_t count, std::uint8_t* action, pair_counts* counts) {
+  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i > count) return;
+  if (i == count) {  // the scan's extra element: the totals land here
+    counts[i] = pair_counts{0, 0, 0};
+    return;
+  }
+  const int2 p = pairs[i];
+  const pair_action act = decide(t, g, p.x, p.y, theta);
+  action[i] = act;
+  pair_counts c{0, 0, 0};
+  switch (act) {
+    case act_m2l: c.m2l = 1; break;
+    case act_p2p: c.p2p = 1; break;
+    case act_same: c.next = t.child_count[p.x] * t.child_count[p.x]; break;
+    case act_split_target: c.next = t.child_count[p.x]; break;
+    case act_split_source: c.next = t.child_count[p.y]; break;
+  }
+  counts[i] = c;
+}
+
+__global__ void expand_pairs_kernel(trees::octree_ref t, const int2* pairs, std::int32_t count, const std::uint8_t* action,
+                                    const pair_counts* place, int2* next, std::uint64_t* m2l_keys, std::uint64_t* p2p_keys) {
+  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= count) return;
+  const int2 p = pairs[i];
+  const pair_counts at = place[i];
+  switch (action[i]) {
+    case act_m2l: m2l_keys[at.m2l] = pair_key(p.x, p.y); break;
+    case act_p2p: p2p_keys[at.p2p] = pair_key(p.x, p.y); break;
+    case act_same: {
+      std::int32_t k = at.next;
+      const std::int32_t first = t.first_child[p.x], last = first + t.child_count[p.x];
+      for (std::int32_t ca = first; ca < last; ++ca)
+        for (std::int32_t cb = first; cb < last; ++cb) next[k++] = int2{ca, cb};
+      break;
+    }
+    case act_split_target: {
+      std::int32_t k = at.next;
+      for (std::int32_t ca = t.first_child[p.x]; ca < t.first_child[p.x] + t.child_count[p.x]; ++ca) next[k++] = int2{ca, p.y};
+      break;
+    }
+    case act_split_source: {
+      std::int32_t k = at.next;
+      for (std::int32_t cb = t.first_child[p.y]; cb < t.first_child[p.y] + t.child_count[p.y]; ++cb) next[k++] = int2{p.x, cb};
+      break;
+    }
+  }
+}
+
+// Sorted (row, column) keys into CSR: offset[r] = the first key of row r or later.
+__global__ void csr_rows_kernel(const std::uint64_t* keys, std::int32_t count, std::int32_t rows, std::int32_t* offset,
+                                std::int32_t* column) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i <= rows) offset[i] = lower_bound(keys, count, static_cast<std::uint64_t>(i) << 32);
+  if (i < count) column[i] = static_cast<std::int32_t>(keys[i] & 0xffffffffu);
+}
+
+// Sorts `count` keys (row < rows, column < 2^31) and cuts them into rows + 1 offsets and the columns.
+std::pair<device_buffer<std::int32_t>, device_buffer<std::int32_t>> keys_to_csr(device_buffer<std::uint64_t>& keys,
+                                                                                 std::int32_t count, std::int32_t rows,
+                                                                                 cub_scratch& scratch, cudaStream_t stream) {
+  device_buffer<std::int32_t> offset(static_cast<std::size_t>(rows) + 1), column(static_cast<std::size_t>(count));
+  if (count > 0) {
+    device_buffer<std::uint64_t> alternate(static_cast<std::size_t>(count));
+    cub::DoubleBuffer<std::uint64_t> db(keys.data(), alternate.data());
+    const int end_bit = 32 + std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint32_t>(rows))));
+    std::size_t bytes = 0;
+    CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, bytes, db, count, 0, end_bit, stream));
+    CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortKeys(scratch.reserve(bytes), bytes, db, count, 0, end_bit, stream));
+    const std::int64_t items = std::max<std::int64_t>(count, std::int64_t{rows} + 1);
+    csr_rows_kernel<<<grid_for(items), threads, 0, stream>>>(db.Current(), count, rows, offset.data(), column.data());
+    CANOPY_CUDA_TRY(cudaGetLastError());
+    CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // `alternate` is freed on return
+  } else {
+    CANOPY_CUDA_TRY(cudaMemsetAsync(offset.data(), 0, offset.bytes(), stream));
+  }
+  return {std::move(offset), std::move(column)};
+}
+
+// Grows `buffer` to hold at least `need` elements, keeping its first `used`.
+void grow_keeping(device_buffer<std::uint64_t>& buffer, std::size_t used, std::size_t need, cudaStream_t stream) {
+  if (buffer.size() >= need) return;
+  device_buffer<std::uint64_t> bigger(std::max(need, buffer.size() + buffer.size() / 2));
+  if (used != 0)
+    CANOPY_CUDA_TRY(cudaMemcpyAsync(bigger.data(), buffer.data(), used * sizeof(std::uint64_t), cudaMemcpyDeviceToDevice, stream));
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // the old buffer is freed next
+  buffer = std::move(bigger);
+}
+
+// ---- task DAG ---------------------------------------------------------------------------------
+
+// Per node: has_local (it or an ancestor has an M2L list), and the flags the selections read.
+__global__ void node_flags_kernel(trees::octree_ref t, const std::int32_t* m2l_offset, std::uint8_t* has_local,
+                                  std::uint8_t* has_m2l, std::uint8_t* internal) {
+  const std::int32_t n = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (n >= t.node_count) return;
+  bool local = false;
+  for (std::int32_t a = n; a >= 0 && !local; a = t.parent[a]) local = m2l_offset[a + 1] > m2l_offset[a];
+  has_local[n] = local;
+  has_m2l[n] = m2l_offset[n + 1] > m2l_offset[n];
+  internal[n] = t.child_count[n] != 0;
+}
+
+__global__ void leaf_flags_kernel(trees::octree_ref t, const std::uint8_t* has_local, std::uint8_t* l2p) {
+  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < t.leaf_count) l2p[i] = has_local[t.leaves[i]];
+}
+
+// meta = {m2l targets, down nodes, internal nodes, l2p leaves (the selections' counts), then the
+// internal and the down level offsets (levels + 1 each)}: the one read the host needs.
+__global__ void level_offsets_kernel(const std::int32_t* level_offset, std::int32_t levels, const std::int32_t* internal_node,
+                                     const std::int32_t* down_node, std::int32_t* meta) {
+  const std::int32_t l = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (l > levels) return;
+  meta[4 + l] = lower_bound(internal_node, meta[2], level_offset[l]);
+  meta[4 + levels + 1 + l] = lower_bound(down_node, meta[1], level_offset[l]);
+}
+
+// node -> task id of each kind (-1: none), from the selections.
+__global__ void task_maps_kernel(task_ranges r, std::int32_t leaves, const std::int32_t* m2l_target,
+                                 const std::int32_t* down_node, const std::int32_t* l2p_leaf, const std::int32_t* p2p_leaf,
+                                 std::int32_t* m2l_task, std::int32_t* down_task, std::int32_t* l2p_task, std::int32_t* p2p_task) {
+  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < r.down_begin - r.m2l_begin) m2l_task[m2l_target[i]] = r.m2l_begin + i;
+  if (i < r.l2p_begin - r.down_begin) down_task[down_node[i]] = r.down_begin + i;
+  if (i < r.p2p_begin - r.l2p_begin) l2p_task[l2p_leaf[i]] = r.l2p_begin + i;
+  if (i < leaves) p2p_task[p2p_leaf[i]] = r.p2p_begin + i;
+}
+
+// The M2L lists transposed: (source node, m2l task) keys, so each up task finds the m2l tasks
+// that wait for it.
+__global__ void m2l_transpose_keys_kernel(task_ranges r, const std::int32_t* m2l_target, const std::int32_t* m2l_offset,
+                                          const std::int32_t* m2l_source, std::uint64_t* keys) {
+  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= r.down_begin - r.m2l_begin) return;
+  const std::int32_t target = m2l_target[i];
+  for (std::int32_t k = m2l_offset[target]; k < m2l_offset[target + 1]; ++k) keys[k] = pair_key(m2l_source[k], r.m2l_begin + i);
+}
+
+struct dag_view {
+  trees::octree_ref t;
+  task_ranges r;
+  const std::int32_t *m2l_offset, *m2l_target, *down_node, *l2p_leaf, *p2p_leaf;
+  const std::uint8_t* has_local;
+  const std::int32_t *m2l_task, *down_task, *l2p_task;
+  const std::int32_t *waiting_offset, *waiting_task;  // the transposed M2L lists
+};
+
+// Successor and predecessor counts of each task (task_dag.hpp's table), and the sinks.
+__global__ void task_counts_kernel(dag_view v, std::int32_t* succ_count, std::int32_t* dependency_count, std::uint8_t* is_source,
+                                   std::int32_t* sinks) {
+  const std::int32_t task = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (task > v.r.end) return;
+  if (task == v.r.end) {
+    succ_count[task] = 0;  // the scan's extra element: the edge count lands here
+    return;
+  }
+  std::int32_t succ = 0, deps = 0;
+  switch (v.r.kind_of(task)) {
+    case task_kind::up: {
+      const std::int32_t n = task;
+      succ = (v.t.parent[n] >= 0) + (v.waiting_offset[n + 1] - v.waiting_offset[n]);
+      deps = v.t.child_count[n];
+      break;
+    }
+    case task_kind::m2l: {
+      const std::int32_t n = v.m2l_target[task - v.r.m2l_begin];
+      succ = 1;
+      deps = v.m2l_offset[n + 1] - v.m2l_offset[n];
+      break;
+    }
+    case task_kind::down: {
+      // Every child of a node with a local has one too (has_local is inherited), and a leaf with
+      // a down task has an l2p task.
+      const std::int32_t n = v.down_node[task - v.r.down_begin];
+      succ = v.t.child_count[n] == 0 ? 1 : v.t.child_count[n];
+      const std::int32_t p = v.t.parent[n];
+      deps = (v.m2l_task[n] >= 0) + (p >= 0 && v.down_task[p] >= 0);
+      break;
+    }
+    case task_kind::l2p: deps = 2; break;
+    case task_kind::p2p: succ = v.has_local[v.p2p_leaf[task - v.r.p2p_begin]] ? 1 : 0; break;
+  }
+  succ_count[task] = succ;
+  dependency_count[task] = deps;
+  is_source[task] = deps == 0;
+  if (succ == 0) {
+    cuda::atomic_ref<std::int32_t, cuda::thread_scope_device> s(*sinks);
+    s.fetch_add(1, cuda::memory_order_relaxed);  // a count read after the kernel
+  }
+}
+
+__global__ void successors_kernel(dag_view v, const std::int32_t* succ_offset, std::int32_t* successor) {
+  const std::int32_t task = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (task >= v.r.end) return;
+  std::int32_t k = succ_offset[task];
+  switch (v.r.kind_of(task)) {
+    case task_kind::up: {
+      const std::int32_t n = task;
+      if (v.t.parent[n] >= 0) successor[k++] = v.t.parent[n];
+      for (std::int32_t w = v.waiting_offset[n]; w < v.waiting_offset[n + 1]; ++w) successor[k++] = v.waiting_task[w];
+      break;
+    }
+    case task_kind::m2l: successor[k] = v.down_task[v.m2l_target[task - v.r.m2l_begin]]; break;
+    case task_kind::down: {
+      const std::int32_t n = v.down_node[task - v.r.down_begin];
+      if (v.t.child_count[n] == 0) {
+        successor[k] = v.l2p_task[n];
+      } else {
+        for (std::int32_t c = v.t.first_child[n]; c < v.t.first_child[n] + v.t.child_count[n]; ++c) successor[k++] = v.down_task[c];
+      }
+      break;
+    }
+    case task_kind::l2p: break;
+    case task_kind::p2p: {
+      const std::int32_t leaf = v.p2p_leaf[task - v.r.p2p_begin];
+      if (v.has_local[leaf]) successor[k] = v.l2p_task[leaf];
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+// ---- the API ----------------------------------------------------------------------------------
+
+device_buffer<cell_geometry> compute_cell_geometry(const trees::built_device_octree& tree, cudaStream_t stream) {
+  const trees::octree_ref t = tree.tree.ref();
+  const std::int32_t nodes = t.node_count;
+  device_buffer<cell_geometry> g(static_cast<std::size_t>(nodes));
+  if (nodes == 0) return g;
+  device_buffer<detail::mass_sums> sums(static_cast<std::size_t>(nodes));
+  device_buffer<unsigned long long> radius2(static_cast<std::size_t>(nodes));
+  const std::span<const std::int32_t> levels = tree.tree.level_offset();
+  for (std::size_t l = levels.size() - 1; l-- > 0;) {  // deepest level first
+    const std::int32_t begin = levels[l], end = levels[l + 1];
+    mass_sums_kernel<<<grid_for(end - begin), threads, 0, stream>>>(t, begin, end, sums.data());
+    CANOPY_CUDA_TRY(cudaGetLastError());
+  }
+  centers_kernel<<<grid_for(nodes), threads, 0, stream>>>(nodes, sums.data(), tree.bounds.data(), g.data(), radius2.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  radius_kernel<<<grid_for(std::int64_t{t.leaf_count} * 32), threads, 0, stream>>>(t, g.data(), radius2.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  radius_sqrt_kernel<<<grid_for(nodes), threads, 0, stream>>>(nodes, radius2.data(), g.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // the scratch is freed on return
+  return g;
+}
+
+interaction_lists device_interaction_lists::download() const {
+  interaction_lists l;
+  l.m2l_offset = m2l_offset.download();
+  l.m2l_source = m2l_source.download();
+  l.p2p_offset = p2p_offset.download();
+  l.p2p_source = p2p_source.download();
+  return l;
+}
+
+device_interaction_lists build_interaction_lists(const trees::built_device_octree& tree, const device_buffer<cell_geometry>& geometry,
+                                                 double theta, cudaStream_t stream) {
+  if (!(theta > 0.0 && theta <= 1.0))
+    throw std::invalid_argument("build_interaction_lists: theta must be in (0, 1], not " + std::to_string(theta));
+  const trees::octree_ref t = tree.tree.ref();
+  const std::int32_t nodes = t.node_count;
+  if (geometry.size() != static_cast<std::size_t>(nodes))
+    throw std::invalid_argument("build_interaction_lists: geometry has " + std::to_string(geometry.size()) +
+                                " cells for a tree of " + std::to_string(nodes) + " nodes");
+  cub_scratch scratch;
+  device_buffer<int2> frontier, next;
+  device_buffer<std::uint8_t> action;
+  device_buffer<pair_counts> counts, place;
+  device_buffer<std::uint64_t> m2l_keys, p2p_keys;
+  std::size_t m2l_used = 0, p2p_used = 0;
+  std::int64_t size = nodes > 0 ? 1 : 0;
+  if (size > 0) {
+    frontier = device_buffer<int2>(std::vector<int2>{int2{0, 0}});
+  }
+  // The M2L and P2P totals are checked below 2^31 before they size a buffer (the CSR arrays are
+  // int32); a level's frontier is far smaller than the lists it leads to.
+  while (size > 0) {
+    const auto n = static_cast<std::size_t>(size);
+    if (action.size() < n) action = device_buffer<std::uint8_t>(n + n / 2);
+    if (counts.size() < n + 1) {
+      counts = device_buffer<pair_counts>(n + 1 + n / 2);
+      place = device_buffer<pair_counts>(n + 1 + n / 2);
+    }
+    classify_pairs_kernel<<<grid_for(size + 1), threads, 0, stream>>>(t, geometry.data(), theta, frontier.data(),
+                                                                     static_cast<std::int32_t>(size), action.data(), counts.data());
+    CANOPY_CUDA_TRY(cudaGetLastError());
+    std::size_t bytes = 0;
+    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveScan(nullptr, bytes, counts.data(), place.data(), add_counts{},
+                                                   pair_counts{0, 0, 0}, static_cast<std::int64_t>(n + 1), stream));
+    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveScan(scratch.reserve(bytes), bytes, counts.data(), place.data(), add_counts{},
+                                                   pair_counts{0, 0, 0}, static_cast<std::int64_t>(n + 1), stream));
+    const pair_counts total = read_back(place.data() + n, 1, stream)[0];
+    if (m2l_used + static_cast<std::size_t>(total.m2l) > 0x7fffffffu ||
+        p2p_used + static_cast<std::size_t>(total.p2p) > 0x7fffffffu)
+      throw std::invalid_argument("build_interaction_lists: more than 2^31 - 1 pairs");
+    grow_keeping(m2l_keys, m2l_used, m2l_used + static_cast<std::size_t>(total.m2l), stream);
+    grow_keeping(p2p_keys, p2p_used, p2p_used + static_cast<std::size_t>(total.p2p), stream);
+    if (next.size() < static_cast<std::size_t>(total.next)) {
+      next = device_buffer<int2>();
+      next = device_buffer<int2>(static_cast<std::size_t>(total.next) + static_cast<std::size_t>(total.next) / 2);
+    }
+    expand_pairs_kernel<<<grid_for(size), threads, 0, stream>>>(t, frontier.data(), static_cast<std::int32_t>(size), action.data(),
+                                                                place.data(), next.data(), m2l_keys.data() + m2l_used,
+                                                                p2p_keys.data() + p2p_used);
+    CANOPY_CUDA_TRY(cudaGetLastError());
+    m2l_used += static_cast<std::size_t>(total.m2l);
+    p2p_used += static_cast<std::size_t>(total.p2p);
+    std::swap(frontier, next);
+    size = total.next;
+  }
+  device_interaction_lists out;
+  out.node_count = nodes;
+  out.m2l_count = static_cast<std::int32_t>(m2l_used);
+  out.p2p_count = static_cast<std::int32_t>(p2p_used);
+  std::tie(out.m2l_offset, out.m2l_source) = keys_to_csr(m2l_keys, out.m2l_count, nodes, scratch, stream);
+  std::tie(out.p2p_offset, out.p2p_source) = keys_to_csr(p2p_keys, out.p2p_count, nodes, scratch, stream);
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // the scratch is freed on return
+  return out;
+}
+
+canopy::task_graph device_task_dag::download_graph() const {
+  const std::vector<std::int32_t> offset = succ_offset.download();
+  const std::vector<std::int32_t> succ = successor.download();
+  std::vector<std::pair<task_id, task_id>> edges;
+  edges.reserve(succ.size());
+  for (std::int32_t task = 0; task < ranges.end; ++task)
+    for (std::int32_t k = offset[static_cast<std::size_t>(task)]; k < offset[static_cast<std::size_t>(task) + 1]; ++k)
+      edges.emplace_back(task, succ[static_cast<std::size_t>(k)]);
+  return canopy::task_graph::from_edges(ranges.end, edges);
+}
+
+task_dag device_task_dag::download() const {
+  task_dag d;
+  d.ranges = ranges;
+  const auto first = [](const device_buffer<std::int32_t>& b, std::int32_t n) {
+    std::vector<std::int32_t> v = b.download();
+    v.resize(static_cast<std::size_t>(n));
+    return v;
+  };
+  d.m2l_target = first(m2l_target, ranges.down_begin - ranges.m2l_begin);
+  d.down_node = first(down_node, ranges.l2p_begin - ranges.down_begin);
+  d.l2p_leaf = first(l2p_leaf, ranges.p2p_begin - ranges.l2p_begin);
+  d.p2p_leaf = first(p2p_leaf, ranges.end - ranges.p2p_begin);
+  d.internal_node = first(internal_node, internal_level_offset.empty() ? 0 : internal_level_offset.back());
+  d.has_local = has_local.download();
+  d.internal_level_offset = internal_level_offset;
+  d.down_level_offset = down_level_offset;
+  d.graph = download_graph();
+  return d;
+}
+
+device_task_dag build_task_dag(const trees::built_device_octree& tree, const device_interaction_lists& lists, cudaStream_t stream) {
+  const trees::octree_ref t = tree.tree.ref();
+  const std::int32_t nodes = t.node_count;
+  const auto n_size = static_cast<std::size_t>(nodes);
+  if (lists.node_count != nodes || lists.m2l_offset.size() != n_size + 1 || lists.p2p_offset.size() != n_size + 1)
+    throw std::invalid_argument("fmm::build_task_dag: lists are not of this tree (" + std::to_string(nodes) + " nodes)");
+  device_task_dag d;
+  d.node_count = nodes;
+  const std::int32_t levels = nodes == 0 ? 1 : t.depth + 1;
+  if (nodes == 0) {
+    d.internal_level_offset.assign(static_cast<std::size_t>(levels) + 1, 0);
+    d.down_level_offset.assign(static_cast<std::size_t>(levels) + 1, 0);
+    d.succ_offset = device_buffer<std::int32_t>(std::vector<std::int32_t>{0});
+    return d;
+  }
+  const auto leaves = static_cast<std::size_t>(t.leaf_count);
+  cub_scratch scratch;
+
+  // has_local and the four selections (in ascending node ids, the leaves in Morton order: what
+  // the host's loops give).
+  d.has_local = device_buffer<std::uint8_t>(n_size);
+  device_buffer<std::uint8_t> has_m2l(n_size), internal(n_size), l2p_flag(std::max<std::size_t>(leaves, 1));
+  node_flags_kernel<<<grid_for(nodes), threads, 0, stream>>>(t, lists.m2l_offset.data(), d.has_local.data(), has_m2l.data(),
+                                                             internal.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  leaf_flags_kernel<<<grid_for(t.leaf_count), threads, 0, stream>>>(t, d.has_local.data(), l2p_flag.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  d.m2l_target = device_buffer<std::int32_t>(n_size);
+  d.down_node = device_buffer<std::int32_t>(n_size);
+  d.internal_node = device_buffer<std::int32_t>(n_size);
+  d.l2p_leaf = device_buffer<std::int32_t>(std::max<std::size_t>(leaves, 1));
+  d.p2p_leaf = copy_of(t.leaves, leaves, stream);
+  device_buffer<std::int32_t> meta(4 + 2 * (static_cast<std::size_t>(levels) + 1));
+  const thrust::counting_iterator<std::int32_t> ids(0);
+  const auto select = [&](auto in, const std::uint8_t* flags, std::int32_t* out, std::int32_t* count, std::int32_t n) {
+    std::size_t bytes = 0;
+    CANOPY_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, bytes, in, flags, out, count, n, stream));
+    CANOPY_CUDA_TRY(cub::DeviceSelect::Flagged(scratch.reserve(bytes), bytes, in, flags, out, count, n, stream));
+  };
+  select(ids, has_m2l.data(), d.m2l_target.data(), meta.data() + 0, nodes);
+  select(ids, d.has_local.data(), d.down_node.data(), meta.data() + 1, nodes);
+  select(ids, internal.data(), d.internal_node.data(), meta.data() + 2, nodes);
+  select(t.leaves, l2p_flag.data(), d.l2p_leaf.data(), meta.data() + 3, t.leaf_count);
+  level_offsets_kernel<<<grid_for(levels + 1), threads, 0, stream>>>(t.level_offset, levels, d.internal_node.data(),
+                                                                    d.down_node.data(), meta.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  const std::vector<std::int32_t> m = read_back(meta.data(), meta.size(), stream);
+  const auto lv = static_cast<std::size_t>(levels) + 1;
+  d.internal_level_offset.assign(m.begin() + 4, m.begin() + 4 + static_cast<std::ptrdiff_t>(lv));
+  d.down_level_offset.assign(m.begin() + 4 + static_cast<std::ptrdiff_t>(lv), m.end());
+
+  task_ranges& r = d.ranges;
+  r.m2l_begin = nodes;
+  r.down_begin = r.m2l_begin + m[0];
+  r.l2p_begin = r.down_begin + m[1];
+  r.p2p_begin = r.l2p_begin + m[3];
+  r.end = r.p2p_begin + t.leaf_count;
+
+  // node -> task maps; the transposed M2L lists.
+  device_buffer<std::int32_t> m2l_task(n_size), down_task(n_size), l2p_task(n_size), p2p_task(n_size);
+  for (auto* b : {&m2l_task, &down_task, &l2p_task, &p2p_task}) CANOPY_CUDA_TRY(cudaMemsetAsync(b->data(), 0xff, b->bytes(), stream));
+  task_maps_kernel<<<grid_for(std::max(nodes, t.leaf_count)), threads, 0, stream>>>(
+      r, t.leaf_count, d.m2l_target.data(), d.down_node.data(), d.l2p_leaf.data(), d.p2p_leaf.data(), m2l_task.data(),
+      down_task.data(), l2p_task.data(), p2p_task.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  device_buffer<std::uint64_t> waiting_keys(static_cast<std::size_t>(std::max(lists.m2l_count, 1)));
+  m2l_transpose_keys_kernel<<<grid_for(m[0]), threads, 0, stream>>>(r, d.m2l_target.data(), lists.m2l_offset.data(),
+                                                                    lists.m2l_source.data(), waiting_keys.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  auto [waiting_offset, waiting_task] = keys_to_csr(waiting_keys, lists.m2l_count, nodes, scratch, stream);
+
+  // The graph: counts, a scan into offsets, the successors, the sources.
+  const dag_view v{t,
+                   r,
+                   lists.m2l_offset.data(),
+                   d.m2l_target.data(),
+                   d.down_node.data(),
+                   d.l2p_leaf.data(),
+                   d.p2p_leaf.data(),
+                   d.has_local.data(),
+                   m2l_task.data(),
+                   down_task.data(),
+                   l2p_task.data(),
+                   waiting_offset.data(),
+                   waiting_task.data()};
+  const auto tasks = static_cast<std::size_t>(r.end);
+  device_buffer<std::int32_t> succ_count(tasks + 1);
+  device_buffer<std::uint8_t> is_source(tasks);
+  device_buffer<std::int32_t> sinks(std::vector<std::int32_t>{0});
+  d.dependency_count = device_buffer<std::int32_t>(tasks);
+  d.succ_offset = device_buffer<std::int32_t>(tasks + 1);
+  task_counts_kernel<<<grid_for(r.end + 1), threads, 0, stream>>>(v, succ_count.data(), d.dependency_count.data(), is_source.data(),
+                                                                  sinks.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  std::size_t bytes = 0;
+  CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, succ_count.data(), d.succ_offset.data(), r.end + 1, stream));
+  CANOPY_CUDA_TRY(
+      cub::DeviceScan::ExclusiveSum(scratch.reserve(bytes), bytes, succ_count.data(), d.succ_offset.data(), r.end + 1, stream));
+  d.sources = device_buffer<std::int32_t>(tasks);
+  device_buffer<std::int32_t> source_count(1);
+  select(ids, is_source.data(), d.sources.data(), source_count.data(), r.end);
+  // One read: the edge count (the scan's last element), the sources and the sinks.
+  std::int32_t counts[3] = {0, 0, 0};
+  CANOPY_CUDA_TRY(cudaMemcpyAsync(&counts[0], d.succ_offset.data() + r.end, sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+  CANOPY_CUDA_TRY(cudaMemcpyAsync(&counts[1], source_count.data(), sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+  CANOPY_CUDA_TRY(cudaMemcpyAsync(&counts[2], sinks.data(), sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+  d.edge_count = counts[0];
+  d.source_count = counts[1];
+  d.sink_count = counts[2];
+  d.successor = device_buffer<std::int32_t>(static_cast<std::size_t>(std::max(d.edge_count, 1)));
+  successors_kernel<<<grid_for(r.end), threads, 0, stream>>>(v, d.succ_offset.data(), d.successor.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // the scratch is freed on return
+  return d;
+}
+
+}  // namespace canopy::fmm
