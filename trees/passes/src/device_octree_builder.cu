@@ -280,13 +280,18 @@ __global__ void emit_nodes(flat_tree_view v, const build_header* header, const s
 }
 
 // Makes `b` hold at least `need` elements (contents not kept); `slack` > 1 leaves room to grow.
-// Queued work may still use the old buffer: wait for it before freeing.
+// A buffer that must grow again gets at least an eighth more than it needs: a tree rebuilt every
+// step whose points or nodes grow a little (a rank of a distributed run) then reallocates rarely,
+// and each reallocation is a cudaFree that waits for the device and a cudaMalloc, which slow down
+// several times with one process per GPU on a 4-GPU host. Queued work may still use the old buffer:
+// wait for it before freeing.
 template <class T>
 void ensure(device_buffer<T>& b, std::size_t need, cudaStream_t stream, double slack = 1.0) {
   if (b.size() >= need) return;
   if (!b.empty()) {
     CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
     b = device_buffer<T>();  // free first: lower peak memory
+    slack = std::max(slack, 1.125);
   }
   b = device_buffer<T>(std::max(need, static_cast<std::size_t>(static_cast<double>(need) * slack)));
 }
