@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "device_copy.cuh"
+
 namespace canopy::fmm {
 namespace {
 
@@ -41,14 +43,6 @@ struct cub_scratch {
     return buffer.data();
   }
 };
-
-// A device copy of n elements at `src` (device memory), on `stream`.
-template <class T>
-device_buffer<T> copy_of(const T* src, std::size_t n, cudaStream_t stream) {
-  device_buffer<T> out(n);
-  if (n != 0) CANOPY_CUDA_TRY(cudaMemcpyAsync(out.data(), src, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-  return out;
-}
 
 template <class T>
 std::vector<T> read_back(const T* src, std::size_t n, cudaStream_t stream) {
@@ -545,7 +539,7 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   d.down_node = device_buffer<std::int32_t>(n_size);
   d.internal_node = device_buffer<std::int32_t>(n_size);
   d.l2p_leaf = device_buffer<std::int32_t>(std::max<std::size_t>(leaves, 1));
-  d.p2p_leaf = copy_of(t.leaves, leaves, stream);
+  d.p2p_leaf = detail::device_copy(t.leaves, leaves, stream);
   device_buffer<std::int32_t> meta(4 + 2 * (static_cast<std::size_t>(levels) + 1));
   const thrust::counting_iterator<std::int32_t> ids(0);
   const auto select = [&](auto in, const std::uint8_t* flags, std::int32_t* out, std::int32_t* count, std::int32_t n) {

@@ -26,6 +26,8 @@
 #include <utility>
 #include <vector>
 
+#include "device_copy.cuh"
+
 namespace canopy::fmm::detail {
 
 struct graph_exec_deleter {
@@ -38,14 +40,6 @@ template <int = 0>
 __global__ void frames_kernel(std::int32_t nodes, const cell_geometry* g, frame<float>* f) {
   const std::int32_t n = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (n < nodes) f[n] = frame<float>{{float(g[n].center[0]), float(g[n].center[1]), float(g[n].center[2])}, float(g[n].scale)};
-}
-
-// A device copy of n elements at `src` (device memory), on `stream`.
-template <class T>
-device_buffer<T> device_copy(const T* src, std::size_t n, cudaStream_t stream) {
-  device_buffer<T> out(n);
-  if (n != 0) CANOPY_CUDA_TRY(cudaMemcpyAsync(out.data(), src, n * sizeof(T), cudaMemcpyDeviceToDevice, stream));
-  return out;
 }
 
 template <int P>

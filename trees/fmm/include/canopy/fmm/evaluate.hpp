@@ -31,6 +31,29 @@ frame<T> frame_of(const cell_geometry& g) {
   return frame<T>{{T(g.center[0]), T(g.center[1]), T(g.center[2])}, T(g.scale)};
 }
 
+namespace detail {
+// P2M at the leaves and M2M up, deepest level first, so every child is complete before its parent
+// reads it: the upward pass evaluate and evaluate_points share.
+template <class T, int P>
+std::vector<multipole_expansion<T, P>> upward_multipoles(const trees::octree& tree, const std::vector<frame<T>>& frames) {
+  std::vector<multipole_expansion<T, P>> multipoles(frames.size());
+  for (int level = tree.depth; level >= 0; --level) {
+    for (std::int32_t n = tree.level_offset[static_cast<std::size_t>(level)];
+         n < tree.level_offset[static_cast<std::size_t>(level) + 1]; ++n) {
+      const auto i = static_cast<std::size_t>(n);
+      set_zero(multipoles[i]);
+      if (tree.is_leaf(n)) {
+        p2m(tree.points.data() + tree.point_begin[i], tree.point_count[i], frames[i], multipoles[i]);
+      } else {
+        for (std::int32_t c = tree.first_child[i]; c < tree.first_child[i] + tree.child_count[i]; ++c)
+          m2m(multipoles[static_cast<std::size_t>(c)], frames[static_cast<std::size_t>(c)], frames[i], multipoles[i]);
+      }
+    }
+  }
+  return multipoles;
+}
+}  // namespace detail
+
 // Potential and acceleration of every point of tree.points (the tree's Morton order), from all
 // the others, with the given geometry and lists (compute_cell_geometry, build_interaction_lists).
 template <class T, int P>
@@ -46,20 +69,7 @@ std::vector<field<T>> evaluate(const trees::octree& tree, std::span<const cell_g
   for (std::int32_t n = 0; n < nodes; ++n) frames[static_cast<std::size_t>(n)] = frame_of<T>(geometry[static_cast<std::size_t>(n)]);
 
   // Upward: deepest level first, so every child is complete before its parent reads it.
-  std::vector<multipole_expansion<T, P>> multipoles(static_cast<std::size_t>(nodes));
-  for (int level = tree.depth; level >= 0; --level) {
-    for (std::int32_t n = tree.level_offset[static_cast<std::size_t>(level)];
-         n < tree.level_offset[static_cast<std::size_t>(level) + 1]; ++n) {
-      const auto i = static_cast<std::size_t>(n);
-      set_zero(multipoles[i]);
-      if (tree.is_leaf(n)) {
-        p2m(tree.points.data() + tree.point_begin[i], tree.point_count[i], frames[i], multipoles[i]);
-      } else {
-        for (std::int32_t c = tree.first_child[i]; c < tree.first_child[i] + tree.child_count[i]; ++c)
-          m2m(multipoles[static_cast<std::size_t>(c)], frames[static_cast<std::size_t>(c)], frames[i], multipoles[i]);
-      }
-    }
-  }
+  const std::vector<multipole_expansion<T, P>> multipoles = detail::upward_multipoles<T, P>(tree, frames);
 
   // Far field: every target's own translations.
   std::vector<local_expansion<T, P>> locals(static_cast<std::size_t>(nodes));
@@ -114,19 +124,7 @@ std::vector<field<T>> evaluate_points(const trees::octree& tree, std::span<const
   const T e2 = T(eps2);
   std::vector<frame<T>> frames(static_cast<std::size_t>(nodes));
   for (std::int32_t n = 0; n < nodes; ++n) frames[static_cast<std::size_t>(n)] = frame_of<T>(geometry[static_cast<std::size_t>(n)]);
-  std::vector<multipole_expansion<T, P>> multipoles(static_cast<std::size_t>(nodes));
-  for (int level = tree.depth; level >= 0; --level) {
-    for (std::int32_t n = tree.level_offset[static_cast<std::size_t>(level)]; n < tree.level_offset[static_cast<std::size_t>(level) + 1]; ++n) {
-      const auto i = static_cast<std::size_t>(n);
-      set_zero(multipoles[i]);
-      if (tree.is_leaf(n)) {
-        p2m(tree.points.data() + tree.point_begin[i], tree.point_count[i], frames[i], multipoles[i]);
-      } else {
-        for (std::int32_t c = tree.first_child[i]; c < tree.first_child[i] + tree.child_count[i]; ++c)
-          m2m(multipoles[static_cast<std::size_t>(c)], frames[static_cast<std::size_t>(c)], frames[i], multipoles[i]);
-      }
-    }
-  }
+  const std::vector<multipole_expansion<T, P>> multipoles = detail::upward_multipoles<T, P>(tree, frames);
   // The leaf of each listed point (leaves are in increasing point_begin), and every ancestor.
   std::vector<std::int32_t> leaf_of(which.size());
   std::vector<std::uint8_t> needed(static_cast<std::size_t>(nodes), 0);

@@ -67,23 +67,25 @@ static_assert(coefficient_count(8) == 165);
 static_assert(multi_index(0, 0, 0) == 0 && multi_index(1, 0, 0) == 1 && multi_index(0, 0, 1) == 3);
 static_assert(multi_index(0, 0, 8) == coefficient_count(8) - 1);
 
-// Multipole expansion of order P: Mt_n (see the header comment), |n| <= P.
-template <class T, int P>
-struct multipole_expansion {
+// The coefficients of an expansion of order P, |n| <= P in multi_index order; Kind keeps multipole
+// and local expansions apart as types (a kernel cannot take one for the other).
+template <class T, int P, class Kind>
+struct expansion_coefficients {
   static_assert(P >= 0, "order must be >= 0");
   static constexpr int order = P;
   static constexpr int size = coefficient_count(P);
   T c[coefficient_count(P)];
 };
+struct multipole_kind {};
+struct local_kind {};
+
+// Multipole expansion of order P: Mt_n (see the header comment), |n| <= P.
+template <class T, int P>
+using multipole_expansion = expansion_coefficients<T, P, multipole_kind>;
 
 // Local expansion of order P: Ft_k (see the header comment), |k| <= P.
 template <class T, int P>
-struct local_expansion {
-  static_assert(P >= 0, "order must be >= 0");
-  static constexpr int order = P;
-  static constexpr int size = coefficient_count(P);
-  T c[coefficient_count(P)];
-};
+using local_expansion = expansion_coefficients<T, P, local_kind>;
 
 static_assert(std::is_trivially_copyable_v<multipole_expansion<float, 8>>);
 static_assert(std::is_trivially_copyable_v<local_expansion<double, 8>>);

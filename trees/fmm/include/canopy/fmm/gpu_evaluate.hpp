@@ -35,6 +35,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace canopy::fmm {
@@ -119,30 +120,35 @@ class gpu_evaluator {
   std::unique_ptr<detail::gpu_evaluator_base> impl_;
 };
 
+namespace detail {
+// make(std::integral_constant<int, P>{}) for the order P given, among the orders compiled for the
+// GPU (one translation unit each: src/gpu_evaluate_p{4,6,8}.cu).
+template <class Make>
+std::unique_ptr<gpu_evaluator_base> for_gpu_order(int order, Make&& make) {
+  switch (order) {
+    case 4: return make(std::integral_constant<int, 4>{});
+    case 6: return make(std::integral_constant<int, 6>{});
+    case 8: return make(std::integral_constant<int, 8>{});
+    default: break;
+  }
+  throw std::invalid_argument("fmm::gpu_evaluator: order " + std::to_string(order) + " is not compiled for the GPU (4, 6 or 8)");
+}
+}  // namespace detail
+
 inline gpu_evaluator::gpu_evaluator(int order, const trees::octree& tree, std::span<const cell_geometry> geometry,
                                     const interaction_lists& lists, double eps2, const canopy::scheduler_options& options)
     : order_(order) {
-  switch (order) {
-    case 4: impl_ = detail::make_gpu_evaluator<4>(tree, geometry, lists, eps2, options); break;
-    case 6: impl_ = detail::make_gpu_evaluator<6>(tree, geometry, lists, eps2, options); break;
-    case 8: impl_ = detail::make_gpu_evaluator<8>(tree, geometry, lists, eps2, options); break;
-    default:
-      throw std::invalid_argument("fmm::gpu_evaluator: order " + std::to_string(order) +
-                                  " is not compiled for the GPU (4, 6 or 8)");
-  }
+  impl_ = detail::for_gpu_order(order, [&](auto p) {
+    return detail::make_gpu_evaluator<decltype(p)::value>(tree, geometry, lists, eps2, options);
+  });
 }
 
 inline gpu_evaluator::gpu_evaluator(int order, const trees::built_device_octree& tree, double theta, double eps2,
                                     const canopy::scheduler_options& options, cudaStream_t stream)
     : order_(order) {
-  switch (order) {
-    case 4: impl_ = detail::make_gpu_evaluator<4>(tree, theta, eps2, options, stream); break;
-    case 6: impl_ = detail::make_gpu_evaluator<6>(tree, theta, eps2, options, stream); break;
-    case 8: impl_ = detail::make_gpu_evaluator<8>(tree, theta, eps2, options, stream); break;
-    default:
-      throw std::invalid_argument("fmm::gpu_evaluator: order " + std::to_string(order) +
-                                  " is not compiled for the GPU (4, 6 or 8)");
-  }
+  impl_ = detail::for_gpu_order(order, [&](auto p) {
+    return detail::make_gpu_evaluator<decltype(p)::value>(tree, theta, eps2, options, stream);
+  });
 }
 
 }  // namespace canopy::fmm

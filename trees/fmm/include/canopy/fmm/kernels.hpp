@@ -16,6 +16,52 @@
 
 namespace canopy::fmm {
 
+namespace detail {
+// The contraction M2L and L2L share: the sum over the multi-indices m with |m| <= P - |j|, in the
+// canonical order (m numbers them), of x(index of j + m) * y[m]. x is a reader, so that device code
+// can read another task's expansion through L2 only (__ldcg). Products are commutative in IEEE
+// arithmetic, so x * y gives the bits y * x did.
+template <class T, int P, class X>
+CANOPY_HD T shifted_contraction(X x, const T* y, int jx, int jy, int jz, int jo) {
+  T sum = T(0);
+  int m = 0;
+  for (int mo = 0; mo <= P - jo; ++mo) {
+    for (int mx = mo; mx >= 0; --mx) {
+      for (int my = mo - mx; my >= 0; --my, ++m) sum += x(multi_index(jx + mx, jy + my, jz + mo - mx - my)) * y[m];
+    }
+  }
+  return sum;
+}
+
+// f(j, jx, jy, jz, |j|) for every multi-index j with |j| <= P, in multi_index order.
+template <int P, class F>
+CANOPY_HD void for_each_multi_index(F f) {
+  int j = 0;
+  for (int jo = 0; jo <= P; ++jo) {
+    for (int jx = jo; jx >= 0; --jx) {
+      for (int jy = jo - jx; jy >= 0; --jy, ++j) f(j, jx, jy, jo - jx - jy, jo);
+    }
+  }
+}
+
+// The scaled monomials S_m((to - from) / s_from), |m| <= P, of a shift between two frames (M2M
+// and L2L); returns the ratio s_to / s_from.
+template <class T, int P>
+CANOPY_HD T shift_monomials(const frame<T>& from, const frame<T>& to, T* s) {
+  const T inv_s = T(1) / from.scale;
+  scaled_monomials<T, P>((to.center[0] - from.center[0]) * inv_s, (to.center[1] - from.center[1]) * inv_s,
+                         (to.center[2] - from.center[2]) * inv_s, s);
+  return to.scale * inv_s;
+}
+
+// powers[o] = x^(o + 1), o <= P, each the last times x (the running product the loops kept).
+template <class T, int P>
+CANOPY_HD void powers_from(T x, T* powers) {
+  powers[0] = x;
+  for (int o = 1; o <= P; ++o) powers[o] = powers[o - 1] * x;
+}
+}  // namespace detail
+
 // P2M: adds the points pts[0, n) to m, an expansion in frame f.
 template <class T, int P>
 CANOPY_HD void p2m(const trees::point* pts, std::int32_t n, const frame<T>& f, multipole_expansion<T, P>& m) {
@@ -35,14 +81,11 @@ CANOPY_HD void p2m(const trees::point* pts, std::int32_t n, const frame<T>& f, m
 template <class T, int P>
 CANOPY_HD void m2m(const multipole_expansion<T, P>& child, const frame<T>& cf, const frame<T>& pf,
                    multipole_expansion<T, P>& parent) {
-  const T inv_s = T(1) / pf.scale;
   T s[coefficient_count(P)];
-  detail::scaled_monomials<T, P>((cf.center[0] - pf.center[0]) * inv_s, (cf.center[1] - pf.center[1]) * inv_s,
-                                 (cf.center[2] - pf.center[2]) * inv_s, s);
+  const T rho = detail::shift_monomials<T, P>(pf, cf, s);
   // The child's moments in the parent's units: Mt^C_k rho^|k|.
   T c[coefficient_count(P)];
   {
-    const T rho = cf.scale * inv_s;
     T power = T(1);
     int idx = 0;
     for (int o = 0; o <= P; ++o, power *= rho) {
@@ -91,27 +134,11 @@ CANOPY_HD void m2l(const multipole_expansion<T, P>& source, const frame<T>& sf, 
       for (int i = 0; i < (o + 1) * (o + 2) / 2; ++i, ++idx) m[idx] = source.c[idx] * power;
     }
   }
-  const T beta = tf.scale * inv_sigma;
-  T beta_power = beta;  // beta^(|k|+1)
-  int k = 0;
-  for (int ko = 0; ko <= P; ++ko, beta_power *= beta) {
-    for (int kx = ko; kx >= 0; --kx) {
-      for (int ky = ko - kx; ky >= 0; --ky, ++k) {
-        const int kz = ko - kx - ky;
-        T sum = T(0);
-        int n = 0;
-        for (int no = 0; no <= P - ko; ++no) {
-          for (int nx = no; nx >= 0; --nx) {
-            for (int ny = no - nx; ny >= 0; --ny, ++n) {
-              const int nz = no - nx - ny;
-              sum += m[n] * d[multi_index(nx + kx, ny + ky, nz + kz)];
-            }
-          }
-        }
-        target.c[k] += beta_power * sum;
-      }
-    }
-  }
+  T beta_power[P + 1];  // beta^(|k|+1)
+  detail::powers_from<T, P>(tf.scale * inv_sigma, beta_power);
+  detail::for_each_multi_index<P>([&](int k, int kx, int ky, int kz, int ko) {
+    target.c[k] += beta_power[ko] * detail::shifted_contraction<T, P>([&](int i) { return d[i]; }, m, kx, ky, kz, ko);
+  });
 }
 
 // L2L: adds a parent's local expansion (frame pf) to its child's (frame cf). Exact: a local
@@ -120,31 +147,12 @@ CANOPY_HD void m2l(const multipole_expansion<T, P>& source, const frame<T>& sf, 
 template <class T, int P>
 CANOPY_HD void l2l(const local_expansion<T, P>& parent, const frame<T>& pf, const frame<T>& cf,
                    local_expansion<T, P>& child) {
-  const T inv_s = T(1) / pf.scale;
   T s[coefficient_count(P)];
-  detail::scaled_monomials<T, P>((cf.center[0] - pf.center[0]) * inv_s, (cf.center[1] - pf.center[1]) * inv_s,
-                                 (cf.center[2] - pf.center[2]) * inv_s, s);
-  const T ratio = cf.scale * inv_s;
-  T power = ratio;  // ratio^(|j|+1)
-  int j = 0;
-  for (int jo = 0; jo <= P; ++jo, power *= ratio) {
-    for (int jx = jo; jx >= 0; --jx) {
-      for (int jy = jo - jx; jy >= 0; --jy, ++j) {
-        const int jz = jo - jx - jy;
-        T sum = T(0);
-        int m = 0;
-        for (int mo = 0; mo <= P - jo; ++mo) {
-          for (int mx = mo; mx >= 0; --mx) {
-            for (int my = mo - mx; my >= 0; --my, ++m) {
-              const int mz = mo - mx - my;
-              sum += parent.c[multi_index(jx + mx, jy + my, jz + mz)] * s[m];
-            }
-          }
-        }
-        child.c[j] += power * sum;
-      }
-    }
-  }
+  T power[P + 1];  // (s_C / s_B)^(|j|+1)
+  detail::powers_from<T, P>(detail::shift_monomials<T, P>(pf, cf, s), power);
+  detail::for_each_multi_index<P>([&](int j, int jx, int jy, int jz, int jo) {
+    child.c[j] += power[jo] * detail::shifted_contraction<T, P>([&](int i) { return parent.c[i]; }, s, jx, jy, jz, jo);
+  });
 }
 
 // L2P: the potential and acceleration of a local expansion (frame f) at (x, y, z).

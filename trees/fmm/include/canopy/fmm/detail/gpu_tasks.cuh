@@ -103,30 +103,16 @@ struct gpu_tasks {
       for (int j = g.rank; j < local::size; j += G) out[j] = own ? __ldcg(out + j) : 0.f;
       return;
     }
-    const frame<float> pf = d.frames[p];
     const float* parent = d.locals[p].c;
-    const float inv_s = 1.f / pf.scale;
     float s[coefficient_count(P)];
-    fmm::detail::scaled_monomials<float, P>((cf.center[0] - pf.center[0]) * inv_s, (cf.center[1] - pf.center[1]) * inv_s,
-                                            (cf.center[2] - pf.center[2]) * inv_s, s);
-    const float ratio = cf.scale * inv_s;
-    float power = ratio;  // ratio^(|j|+1)
-    int j = 0;
-    for (int jo = 0; jo <= P; ++jo, power *= ratio) {
-      for (int jx = jo; jx >= 0; --jx) {
-        for (int jy = jo - jx; jy >= 0; --jy, ++j) {
-          if (j % G != g.rank) continue;
-          const int jz = jo - jx - jy;
-          float sum = 0.f;
-          int m = 0;
-          for (int mo = 0; mo <= P - jo; ++mo)
-            for (int mx = mo; mx >= 0; --mx)
-              for (int my = mo - mx; my >= 0; --my, ++m)
-                sum += __ldcg(parent + multi_index(jx + mx, jy + my, jz + mo - mx - my)) * s[m];
-          out[j] = (own ? __ldcg(out + j) : 0.f) + power * sum;
-        }
-      }
-    }
+    float power[P + 1];  // (s_C / s_B)^(|j|+1)
+    fmm::detail::powers_from<float, P>(fmm::detail::shift_monomials<float, P>(d.frames[p], cf, s), power);
+    // l2l's sums, the output coefficients split over the lanes.
+    fmm::detail::for_each_multi_index<P>([&](int j, int jx, int jy, int jz, int jo) {
+      if (j % G != g.rank) return;
+      const float sum = fmm::detail::shifted_contraction<float, P>([&](int i) { return __ldcg(parent + i); }, s, jx, jy, jz, jo);
+      out[j] = (own ? __ldcg(out + j) : 0.f) + power[jo] * sum;
+    });
   }
 
   template <int G>
