@@ -209,8 +209,14 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
   phase_times& pt = times != nullptr ? *times : ignored;
   auto clock = std::chrono::steady_clock::now();
 
+  // Every rank must carry the same companions: the migration's exchange of them is collective.
+  const double words_min = ctx.min(companions.words), words_max = ctx.max(companions.words);
   ctx.phase("options", [&] {
     check_decomposition_options(options);
+    if (words_min != words_max)
+      throw std::invalid_argument("point companions: every rank must give the same words per point (" +
+                                  std::to_string(static_cast<int>(words_min)) + " to " + std::to_string(static_cast<int>(words_max)) +
+                                  ")");
     if (count > 0x7fffffffu) throw std::length_error("more than 2^31 - 1 points on one rank");
     if (companions.words < 0 || companions.words > 64 || (companions.words > 0 && companions.data == nullptr && count > 0))
       throw std::invalid_argument("point companions: 0 to 64 words per point, and an array when there are any");
@@ -320,12 +326,14 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
   for (std::size_t r = 0; r < ranks; ++r) send64[r] = at[r + 1] - at[r];
   const std::vector<std::uint64_t> recv64 = ctx.all_to_all(send64);
   const std::vector<std::size_t> send(send64.begin(), send64.end()), recv(recv64.begin(), recv64.end());
-  ctx.phase("migrate", [&] { check_exchange_counts(send, recv); });
   s.held = std::accumulate(recv.begin(), recv.end(), std::size_t{0});
-  ensure(s.mine, s.held);
+  ctx.phase("migrate", [&] {  // a rank that cannot hold its share says so on every rank
+    check_exchange_counts(send, recv);
+    ensure(s.mine, s.held);
+    if (s.words > 0) ensure(s.companions_mine, s.held * static_cast<std::size_t>(s.words));
+  });
   all_to_all_v(ex, s.sorted.data(), send, s.mine.data(), recv);
   if (s.words > 0) {
-    ensure(s.companions_mine, s.held * static_cast<std::size_t>(s.words));
     ex.all_to_all_v(s.companions_sorted.data(), send, s.companions_mine.data(), recv, 4 * static_cast<std::size_t>(s.words));
   }
   ex.synchronize();

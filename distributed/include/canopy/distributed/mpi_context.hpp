@@ -52,12 +52,17 @@ class mpi_context {
   void agree(std::string_view phase, std::exception_ptr local) const;
 
   // Runs `work` on this rank, then agree()s on its outcome: work() returns on every rank or
-  // throws distributed_error on every rank.
+  // throws distributed_error on every rank. A distributed_error from inside work() (a phase or a
+  // collective set-up within it) was agreed already by every rank, some of them perhaps in this
+  // phase's own agreement: it passes through, with no second agreement that those ranks would
+  // never join.
   template <class Work>
   void phase(std::string_view name, Work&& work) const {
     std::exception_ptr failure;
     try {
       work();
+    } catch (const distributed_error&) {
+      throw;
     } catch (...) {
       failure = std::current_exception();
     }
