@@ -28,6 +28,7 @@
 #include <canopy/passes/upward_runner.hpp>
 #include <canopy/trees/octree.hpp>
 
+#include "essential_tree.hpp"
 #include "group_walk.cuh"
 #include "integrate.cuh"
 
@@ -78,34 +79,6 @@ void upload(canopy::device_buffer<T>& b, const std::vector<T>& host, cudaStream_
 
 // A body's velocity (its fourth word unused) and id travel with it as 6 words of companions.
 constexpr int companion_words = 6;
-
-struct box6 {
-  float lo[3], hi[3];
-};
-
-// A node of an essential tree, as distributed_step.cpp's let_node: links and body ranges relative to
-// the sender's block for this receiver; a root names the global leaf it hangs below.
-struct let_record {
-  ct::multipole<float> payload;
-  std::int32_t first_child;  // -1: none
-  std::int32_t child_count;  // 0: accepted by the receiver's whole domain, or a leaf with bodies
-  std::int32_t point_begin;
-  std::int32_t point_count;
-  std::int32_t global_leaf;  // the top tree's node for a root, -1 below
-};
-
-// The walk's criterion at the box's nearest point to the node's centre of mass (distributed_step.cpp's
-// accepted_by_box): accepted here means accepted by every group walked from inside the box.
-__device__ bool accepted_by_box(const ct::multipole<float>& m, float inv_theta, const box6& b) {
-  const float reach = opening_reach(m, inv_theta);
-  float d2 = 0;
-  for (int a = 0; a < 3; ++a) {
-    const float below = b.lo[a] - m.com[a], above = m.com[a] - b.hi[a];
-    const float d = below > 0 ? below : (above > 0 ? above : 0.0f);
-    d2 += d * d;
-  }
-  return d2 > reach * reach;
-}
 
 // What the receiver's domain is: its whole box, and the boxes of the largest top-tree cells it owns.
 struct domain_view {
@@ -217,10 +190,10 @@ __global__ void select_records(sender_view s, const std::uint8_t* opened, const 
 // The records and bodies for one receiver, at position[j] and body_at[j] of its block.
 __global__ void write_records(sender_view s, const std::uint8_t* opened, const std::int32_t* flag,
                               const std::int32_t* position, const std::int32_t* body_at, std::int32_t records,
-                              let_record* out, ct::point* out_bodies) {
+                              let_node* out, ct::point* out_bodies) {
   const std::int32_t j = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (j >= records || !flag[j]) return;
-  let_record r{s.payload(j), -1, 0, body_at[j], 0, -1};
+  let_node r{s.payload(j), -1, 0, body_at[j], 0, -1};
   std::int32_t node = -1, first = 0, count = 0;  // the local node below, and the bodies carried
   if (j < s.k) {
     r.global_leaf = s.owned_leaves[j];
@@ -301,12 +274,12 @@ __global__ void link_owned(walk_arrays w, const std::int32_t* owned_leaves, cons
 
 // One sender's records at walk nodes [base, base + count), its bodies at walk points body_base on;
 // a root is linked below its global leaf, which must be one of the sender's (else *bad = 1).
-__global__ void link_received(walk_arrays w, const let_record* records, std::int32_t count, std::int32_t base,
+__global__ void link_received(walk_arrays w, const let_node* records, std::int32_t count, std::int32_t base,
                               std::int32_t body_base, const std::int32_t* top_child_count, const std::int32_t* leaf_owner,
                               std::int32_t T, std::int32_t sender, std::int32_t* bad) {
   const std::int32_t j = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (j >= count) return;
-  const let_record r = records[j];
+  const let_node r = records[j];
   const std::int32_t k = base + j;
   const std::int32_t first = r.child_count > 0 ? base + r.first_child : -1;
   w.payload[k] = r.payload;
@@ -337,6 +310,8 @@ struct stream_owner {
   stream_owner& operator=(const stream_owner&) = delete;
 };
 
+// The rank's device: its index among its host's ranks, modulo the devices it sees (one each where
+// the launcher gives each rank its own GPU). run() has checked that no two ranks share one.
 int select_device(int local_rank) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
@@ -354,9 +329,7 @@ class nccl_device_step final : public device_step {
     cudaDeviceProp prop{};
     CANOPY_CUDA_TRY(cudaGetDeviceProperties(&prop, device_));
     name_ = prop.name;
-    int per_sm = 0;
-    CANOPY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, group_walk_kernel, group_walk_warps * 32, 0));
-    walk_blocks_ = static_cast<unsigned>(std::max(1, per_sm) * prop.multiProcessorCount);
+    walk_blocks_ = group_walk_blocks();
     counters_ = canopy::device_buffer<std::int32_t>(3);
     sums_ = canopy::device_buffer<double>(2);
   }
@@ -452,6 +425,7 @@ class nccl_device_step final : public device_step {
                                                                      half_dt, dt);
       CANOPY_CUDA_TRY(cudaGetLastError());
     }
+    CANOPY_CUDA_TRY(cudaStreamSynchronize(stream_.s));  // so that `integrate` times it, not the next phase
   }
 
   void kick(float half_dt, double& kinetic, double& potential) override {
@@ -519,29 +493,13 @@ class nccl_device_step final : public device_step {
     upload(top_payload_, top_payload_host_, s);
     const std::vector<std::int32_t> owned(top.leaves.begin() + top.leaf_begin[rank], top.leaves.begin() + top.leaf_begin[rank + 1]);
     upload(owned_leaves_, owned, s);
-    // The rank owning every leaf below a top node; -1 when mixed.
-    std::vector<std::int32_t> owner_of(T, -1);
-    for (std::size_t r = 0; r < ranks; ++r)
-      for (std::int32_t i = top.leaf_begin[r]; i < top.leaf_begin[r + 1]; ++i)
-        owner_of[static_cast<std::size_t>(top.leaves[static_cast<std::size_t>(i)])] = static_cast<std::int32_t>(r);
-    leaf_owner_host_ = owner_of;  // leaves only: the check of a received root
-    for (std::size_t n = T; n-- > 0;) {
-      if (top.child_count[n] == 0) continue;
-      const auto first = static_cast<std::size_t>(top.first_child[n]);
-      std::int32_t o = owner_of[first];
-      for (std::size_t c = first + 1; c < first + static_cast<std::size_t>(top.child_count[n]); ++c)
-        if (owner_of[c] != o) o = -1;
-      owner_of[n] = o;
-    }
+    // The owner of each top node (-1 where mixed): for a received root's check, only the leaves'.
+    const std::vector<int> owner = top_owners(top);
+    leaf_owner_host_.assign(T, -1);
+    for (std::size_t n = 0; n < T; ++n)
+      if (top.child_count[n] == 0) leaf_owner_host_[n] = owner[n];
     upload(leaf_owner_, leaf_owner_host_, s);
-    domain_.assign(ranks, {});
-    for (std::size_t n = 0; n < T; ++n) {
-      const std::int32_t o = owner_of[n];
-      if (o < 0 || (top.parent[n] >= 0 && owner_of[static_cast<std::size_t>(top.parent[n])] == o)) continue;
-      const ct::multipole<float>& m = top_payload_host_[n];
-      if (m.count == 0) continue;
-      domain_[static_cast<std::size_t>(o)].push_back(box6{{m.lo[0], m.lo[1], m.lo[2]}, {m.hi[0], m.hi[1], m.hi[2]}});
-    }
+    domain_ = rank_domains(top, owner, top_payload_host_, static_cast<int>(ranks));
     // Each rank's box of bodies: its local root's (the unit of its bodies' extent).
     box6 mine{{std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(),
                std::numeric_limits<float>::infinity()},
@@ -599,33 +557,36 @@ class nccl_device_step final : public device_step {
     const sender_view sv{local, tree_.local_payloads(), top_payload_.data(), owned_leaves_.data(), tree_.device_branches(), k};
     std::vector<std::size_t> node_send(ranks, 0), body_send(ranks, 0);
     std::size_t nodes_total = 0, bodies_total = 0;
-    std::vector<box6> dom;
-    for (std::size_t r = 0; r < ranks; ++r) {
-      const box6& b = boxes_[r];
-      if (r == rank || !(b.lo[0] <= b.hi[0]) || records == 0) continue;
-      upload(domain_boxes_, domain_[r], s);
-      const domain_view dv{b, domain_boxes_.data(), static_cast<std::int32_t>(domain_[r].size()), 1.0f / params.theta};
-      open_records<<<grid_for(records), body_block, 0, s>>>(sv, dv, records, opened_.data());
-      select_records<<<grid_for(records + 1), body_block, 0, s>>>(sv, opened_.data(), branch_of_.data(), records, flag_.data(),
-                                                                 carried_.data());
-      CANOPY_CUDA_TRY(cudaGetLastError());
-      CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), scan_bytes, flag_.data(), position_.data(), records + 1, s));
-      CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), scan_bytes, carried_.data(), body_at_.data(), records + 1, s));
-      std::int32_t counts[2] = {0, 0};
-      CANOPY_CUDA_TRY(cudaMemcpyAsync(&counts[0], position_.data() + records, sizeof(std::int32_t), cudaMemcpyDeviceToHost, s));
-      CANOPY_CUDA_TRY(cudaMemcpyAsync(&counts[1], body_at_.data() + records, sizeof(std::int32_t), cudaMemcpyDeviceToHost, s));
-      CANOPY_CUDA_TRY(cudaStreamSynchronize(s));
-      node_send[r] = static_cast<std::size_t>(counts[0]);
-      body_send[r] = static_cast<std::size_t>(counts[1]);
-      grow_keeping(send_records_, nodes_total + node_send[r], nodes_total, s);
-      grow_keeping(send_bodies_, bodies_total + body_send[r], bodies_total, s);
-      write_records<<<grid_for(records), body_block, 0, s>>>(sv, opened_.data(), flag_.data(), position_.data(), body_at_.data(),
-                                                            records, send_records_.data() + nodes_total,
-                                                            send_bodies_.data() + bodies_total);
-      CANOPY_CUDA_TRY(cudaGetLastError());
-      nodes_total += node_send[r];
-      bodies_total += body_send[r];
-    }
+    // No collective inside: agreed, so that a rank that fails here (its send buffers do not fit)
+    // stops every rank with its message.
+    ctx_.phase("essential tree", [&] {
+      for (std::size_t r = 0; r < ranks; ++r) {
+        const box6& b = boxes_[r];
+        if (r == rank || b.empty() || records == 0) continue;
+        upload(domain_boxes_, domain_[r], s);
+        const domain_view dv{b, domain_boxes_.data(), static_cast<std::int32_t>(domain_[r].size()), 1.0f / params.theta};
+        open_records<<<grid_for(records), body_block, 0, s>>>(sv, dv, records, opened_.data());
+        select_records<<<grid_for(records + 1), body_block, 0, s>>>(sv, opened_.data(), branch_of_.data(), records, flag_.data(),
+                                                                   carried_.data());
+        CANOPY_CUDA_TRY(cudaGetLastError());
+        CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), scan_bytes, flag_.data(), position_.data(), records + 1, s));
+        CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(scan_temp_.data(), scan_bytes, carried_.data(), body_at_.data(), records + 1, s));
+        std::int32_t counts[2] = {0, 0};
+        CANOPY_CUDA_TRY(cudaMemcpyAsync(&counts[0], position_.data() + records, sizeof(std::int32_t), cudaMemcpyDeviceToHost, s));
+        CANOPY_CUDA_TRY(cudaMemcpyAsync(&counts[1], body_at_.data() + records, sizeof(std::int32_t), cudaMemcpyDeviceToHost, s));
+        CANOPY_CUDA_TRY(cudaStreamSynchronize(s));
+        node_send[r] = static_cast<std::size_t>(counts[0]);
+        body_send[r] = static_cast<std::size_t>(counts[1]);
+        grow_keeping(send_records_, nodes_total + node_send[r], nodes_total, s);
+        grow_keeping(send_bodies_, bodies_total + body_send[r], bodies_total, s);
+        write_records<<<grid_for(records), body_block, 0, s>>>(sv, opened_.data(), flag_.data(), position_.data(), body_at_.data(),
+                                                              records, send_records_.data() + nodes_total,
+                                                              send_bodies_.data() + bodies_total);
+        CANOPY_CUDA_TRY(cudaGetLastError());
+        nodes_total += node_send[r];
+        bodies_total += body_send[r];
+      }
+    });
     std::vector<std::uint64_t> c64(ranks);
     for (std::size_t r = 0; r < ranks; ++r) c64[r] = node_send[r];
     const std::vector<std::uint64_t> node_recv64 = ctx_.all_to_all(c64);
@@ -644,9 +605,14 @@ class nccl_device_step final : public device_step {
       if (walk_points > 0x7fffffffu) throw std::length_error("more than 2^31 - 1 bodies in one rank's essential tree");
       if (static_cast<std::int64_t>(walk_nodes) >= group_walk_max_nodes)
         throw std::length_error("more nodes in one rank's essential tree than the walk packs (2^29)");
+      reserve(recv_records_, nodes_in);
+      reserve(walk_points_, walk_points);
+      reserve(w_first_child_, walk_nodes);
+      reserve(w_child_count_, walk_nodes);
+      reserve(w_point_begin_, walk_nodes);
+      reserve(w_point_count_, walk_nodes);
+      reserve(w_payload_, walk_nodes);
     });
-    reserve(recv_records_, nodes_in);
-    reserve(walk_points_, walk_points);
     if (n_ > 0)
       CANOPY_CUDA_TRY(cudaMemcpyAsync(walk_points_.data(), pos_.data(), static_cast<std::size_t>(n_) * sizeof(ct::point),
                                       cudaMemcpyDeviceToDevice, s));
@@ -658,11 +624,6 @@ class nccl_device_step final : public device_step {
     // The links.
     walk_nodes_ = static_cast<std::int32_t>(walk_nodes);
     walk_point_count_ = static_cast<std::int32_t>(walk_points);
-    reserve(w_first_child_, walk_nodes);
-    reserve(w_child_count_, walk_nodes);
-    reserve(w_point_begin_, walk_nodes);
-    reserve(w_point_count_, walk_nodes);
-    reserve(w_payload_, walk_nodes);
     const walk_arrays w{w_first_child_.data(), w_child_count_.data(), w_point_begin_.data(), w_point_count_.data(),
                         w_payload_.data()};
     const auto Ti = static_cast<std::int32_t>(T);
@@ -741,7 +702,7 @@ class nccl_device_step final : public device_step {
   canopy::device_buffer<box6> domain_boxes_{0};
   canopy::device_buffer<std::uint8_t> opened_{0}, scan_temp_{0};
   canopy::device_buffer<std::int32_t> flag_{0}, position_{0}, carried_{0}, body_at_{0}, branch_of_{0};
-  canopy::device_buffer<let_record> send_records_{0}, recv_records_{0};
+  canopy::device_buffer<let_node> send_records_{0}, recv_records_{0};
   canopy::device_buffer<ct::point> send_bodies_{0};
   let_stats let_;
   std::string parts_;
@@ -761,6 +722,14 @@ std::unique_ptr<device_step> make_device_step(const canopy::distributed::mpi_con
   return std::make_unique<nccl_device_step>(ctx, local_rank, max_leaf, scheduler);
 }
 
+std::string device_step_gpu(int local_rank) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) return {};
+  char id[32] = {};
+  if (cudaDeviceGetPCIBusId(id, sizeof id, local_rank % devices) != cudaSuccess) return {};
+  return id;
+}
+
 }  // namespace nbody
 
 #else
@@ -770,8 +739,10 @@ std::unique_ptr<device_step> make_device_step(const canopy::distributed::mpi_con
 namespace nbody {
 std::unique_ptr<device_step> make_device_step(const canopy::distributed::mpi_context&, int, int,
                                               const canopy::scheduler_options&) {
-  throw std::runtime_error("--backend gpu --gpu-step whole: this nbody was built without NCCL (use --gpu-step walk)");
+  throw std::runtime_error("--gpu-step whole: this nbody was built without NCCL (use --gpu-step walk)");
 }
+
+std::string device_step_gpu(int) { return {}; }
 }  // namespace nbody
 
 #endif

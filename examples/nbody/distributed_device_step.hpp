@@ -65,9 +65,14 @@ class device_step {
   virtual void fail_walk(bool fail) = 0;
 };
 
-// The step on device `local_rank` modulo the visible devices. Throws std::runtime_error in a build
-// without CUDA or NCCL, or without a usable device.
+// The step on device `local_rank` (this rank's index among its host's ranks) modulo the visible
+// devices. Throws std::runtime_error in a build without CUDA or NCCL, or without a usable device.
 std::unique_ptr<device_step> make_device_step(const canopy::distributed::mpi_context& ctx, int local_rank, int max_leaf,
                                               const canopy::scheduler_options& scheduler);
+
+// The PCI bus id of the GPU make_device_step would take for this rank, or "" in a build without
+// CUDA or NCCL, or without a usable device: one GPU a rank (NCCL refuses two ranks on one GPU), so
+// run() compares them over a host's ranks before choosing the device step.
+std::string device_step_gpu(int local_rank);
 
 }  // namespace nbody

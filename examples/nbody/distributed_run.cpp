@@ -320,6 +320,35 @@ std::pair<int, int> host_local_rank() {
   return {index, local};
 }
 
+// Why this run cannot take the whole step on the GPUs ("" when it can): no NCCL or no device, two
+// ranks of one host on one GPU (their PCI bus ids compared over the host's ranks), or --balance
+// work. Every rank of a host gets the same answer; the options phase agrees on it.
+std::string why_not_device_step(const sim_options& o, int local_rank) {
+  std::array<char, 32> mine{};
+  const std::string id = device_step_gpu(local_rank);
+  std::copy_n(id.begin(), std::min(id.size(), mine.size() - 1), mine.begin());
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  std::vector<std::array<char, 32>> ids(static_cast<std::size_t>(local));
+  MPI_Allgather(mine.data(), 32, MPI_CHAR, ids.data(), 32, MPI_CHAR, node);
+  MPI_Comm_free(&node);
+  std::string why;
+  for (std::size_t i = 0; i < ids.size() && why.empty(); ++i) {
+    if (ids[i][0] == '\0') {
+      why = "this nbody has no NCCL, or a rank of this host has no usable GPU";
+      break;
+    }
+    for (std::size_t j = 0; j < i && why.empty(); ++j)
+      if (ids[i] == ids[j])
+        why = fmt::format("ranks {} and {} of this host would share the GPU {} (one GPU a rank)", j, i, ids[i].data());
+  }
+  if (why.empty() && o.balance == "work")
+    why = "--balance work needs the walk's interaction counts, which the GPU walk does not record";
+  return why;
+}
+
 // Host threads per rank: the cores of this host shared by its ranks, unless --threads says.
 unsigned threads_per_rank(unsigned requested, int local_ranks) {
   if (requested != 0) return requested;
@@ -357,7 +386,7 @@ class rank_engine {
   virtual std::int32_t top_nodes() const = 0;
   virtual std::size_t top_leaves() const = 0;
   virtual bool gpu_walk() const = 0;
-  virtual std::string backend() const = 0;  // the summary's line
+  virtual std::string backend(int ranks) const = 0;  // the summary's line
   virtual std::string describe() const = 0;  // where rank 0 runs
   // A test aid: this rank's walks throw (every rank must stop with one line).
   virtual void fail_walk(bool fail) = 0;
@@ -396,10 +425,9 @@ class host_engine final : public rank_engine {
   std::int32_t top_nodes() const override { return step_.tree().top.node_count(); }
   std::size_t top_leaves() const override { return step_.tree().top.leaves.size(); }
   bool gpu_walk() const override { return walker_ != nullptr; }
-  std::string backend() const override {
-    return fmt::format("{}, {{}} ranks (mpi exchange), {} threads per rank",
-                       walker_ ? "gpu walk (" + walker_->describe() + " on rank 0), the rest on host threads" : std::string("cpu"),
-                       threads_);
+  std::string backend(int ranks) const override {
+    return (walker_ ? "gpu walk (" + walker_->describe() + " on rank 0), the rest on host threads" : std::string("cpu")) +
+           fmt::format(", {} ranks (mpi exchange), {} threads per rank", ranks, threads_);
   }
   std::string describe() const override { return walker_ ? walker_->describe() : std::string("host threads"); }
 
@@ -448,10 +476,10 @@ class device_engine final : public rank_engine {
   std::int32_t top_nodes() const override { return step_->top_nodes(); }
   std::size_t top_leaves() const override { return static_cast<std::size_t>(step_->top_leaves()); }
   bool gpu_walk() const override { return true; }
-  std::string backend() const override {
-    return fmt::format("gpu ({} on rank 0: decomposition, build, upward pass, essential trees, walk and integration), "
-                       "{{}} ranks (nccl exchange), {:.2f} GB of device memory in use on rank 0",
-                       step_->describe(), 1e-9 * static_cast<double>(step_->device_bytes()));
+  std::string backend(int ranks) const override {
+    return "gpu (" + step_->describe() + " on rank 0: decomposition, build, upward pass, essential trees, walk and integration)" +
+           fmt::format(", {} ranks (nccl exchange), {:.2f} GB of device memory in use on rank 0", ranks,
+                       1e-9 * static_cast<double>(step_->device_bytes()));
   }
   std::string describe() const override { return step_->describe(); }
   std::string last_parts() const override { return step_->last_parts(); }
@@ -468,7 +496,10 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
   const auto [local_rank, local_ranks] = host_local_rank();
   const unsigned threads = threads_per_rank(o.threads, local_ranks);
   const bool use_gpu = o.backend == "gpu" || (o.backend == "auto" && gpu_backend_usable());
-  const bool device_whole = o.gpu_step == "whole";
+  // The whole step on the GPUs needs NCCL, one GPU a rank (NCCL refuses two ranks on one) and the
+  // count balance (the GPU walk counts no interactions); --gpu-step auto takes it where it can.
+  const std::string why_not_whole = use_gpu ? why_not_device_step(o, local_rank) : std::string();
+  const bool device_whole = use_gpu && (o.gpu_step == "whole" || (o.gpu_step == "auto" && why_not_whole.empty()));
   ct::set_host_threads(threads);
   canopy::scheduler_options sopt;
   sopt.mode = o.mode;
@@ -476,8 +507,7 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
   ctx.phase("options", [&] {
     if (o.start_rank >= ctx.size())
       throw std::invalid_argument(fmt::format("--start-rank {} is not a rank of this run ({} ranks)", o.start_rank, ctx.size()));
-    if (use_gpu && device_whole && o.balance == "work")
-      throw std::invalid_argument("--balance work needs the walk's interaction counts, which the device step does not record: use --balance count");
+    if (device_whole && !why_not_whole.empty()) throw std::invalid_argument("--gpu-step whole: " + why_not_whole);
   });
 
   // The same initial conditions as one process; this rank keeps its slice (or all, or none, with
@@ -513,16 +543,16 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
   wp.eps2 = static_cast<float>(o.softening * o.softening);
   wp.quadrupole = o.quadrupole;
   const balance_by balance = o.balance == "work" ? balance_by::work : balance_by::count;
-  // The GPU: the whole step on it (one device per rank of a host: local rank modulo the devices),
-  // or only the walk (--device-step off).
+  // The GPU: the whole step on it (one device a rank of a host: local rank modulo the devices), or
+  // only the walk (--gpu-step walk).
   std::unique_ptr<rank_engine> engine;
   ctx.phase("device", [&] {
-    if (use_gpu && device_whole) {
+    if (device_whole) {
       canopy::scheduler_options gpu_options;
       gpu_options.mode = o.mode;
       engine = std::make_unique<device_engine>(ex, make_device_step(ctx, local_rank, o.max_leaf, gpu_options), bodies, wp);
     } else {
-      engine = std::make_unique<host_engine>(ctx, ex, bodies, wp, o.max_leaf, balance, sopt, threads,
+      engine = std::make_unique<host_engine>(ctx, ex, std::move(bodies), wp, o.max_leaf, balance, sopt, threads,
                                              use_gpu ? make_gpu_walker(local_rank) : nullptr);
     }
   });
@@ -591,7 +621,7 @@ int run(const sim_options& o, const cd::mpi_context& ctx, cd::exchange& ex) {
     out += fmt::format("\nsummary   {} bodies, {} steps of dt {}, theta {}, softening {}, {} per leaf at most, {}\n", o.n,
                        o.steps, o.dt, o.theta, o.softening, o.max_leaf,
                        o.quadrupole ? "monopole + quadrupole" : "monopole only");
-    out += fmt::format("backend   {}, mode {}, balance by {}\n", fmt::format(fmt::runtime(engine->backend()), ctx.size()),
+    out += fmt::format("backend   {}, mode {}, balance by {}\n", engine->backend(ctx.size()),
                        canopy::to_string(o.mode), o.balance);
     out += fmt::format("ranks     last step: bodies per rank min {} max {}; global tree {} nodes, {} leaves\n",
                        *std::min_element(held.begin(), held.end()), *std::max_element(held.begin(), held.end()),
@@ -633,6 +663,7 @@ std::unique_ptr<gpu_walker> make_gpu_walker(int) {
 std::unique_ptr<device_step> make_device_step(const cd::mpi_context&, int, int, const canopy::scheduler_options&) {
   throw std::runtime_error("--backend gpu: this nbody was built without CUDA (CANOPY_GPU=OFF)");
 }
+std::string device_step_gpu(int) { return {}; }
 #endif
 
 bool distributed_built() { return true; }

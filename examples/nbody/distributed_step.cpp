@@ -18,6 +18,7 @@
 #include <canopy/passes/upward_runner.hpp>
 #include <canopy/trees/morton.hpp>
 
+#include "essential_tree.hpp"
 #include "force_backend.hpp"
 
 namespace nbody {
@@ -34,44 +35,6 @@ double ms_since(clock_type::time_point& start) {
   const double ms = std::chrono::duration<double, std::milli>(now - start).count();
   start = now;
   return ms;
-}
-
-// A node of a pruned subtree sent to another rank. Links and body ranges are relative to the
-// sender's block of the message; a root (the sender's global leaf `global_leaf`) is linked below
-// that leaf of the top tree by the receiver.
-struct let_node {
-  ct::multipole<float> payload;
-  std::int32_t first_child;  // -1: none
-  std::int32_t child_count;  // 0: accepted for the whole box (payload only) or a leaf with bodies
-  std::int32_t point_begin;
-  std::int32_t point_count;
-  std::int32_t global_leaf;  // the top tree's node for a root, -1 below
-};
-
-// A receiving rank's bounding box of bodies; empty (lo > hi) when it has none.
-struct box6 {
-  float lo[3], hi[3];
-  bool empty() const { return lo[0] > hi[0]; }
-};
-
-// The walk's criterion at the box's nearest point to the node's centre of mass: accepted here means
-// accepted by walk_one for every body inside the box. Per axis, |x - com| >= the box's distance in
-// float too (rounding is monotone), so the squared distances compare the same way.
-bool accepted_by_box(const ct::multipole<float>& m, float inv_theta, const box6& b) {
-  const float reach = opening_reach(m, inv_theta);
-  float d2 = 0;
-  for (int a = 0; a < 3; ++a) {
-    const float below = b.lo[a] - m.com[a], above = m.com[a] - b.hi[a];
-    const float d = below > 0 ? below : (above > 0 ? above : 0.0f);
-    d2 += d * d;
-  }
-  return d2 > reach * reach;
-}
-
-// Rank r's Morton range holds leaves [leaf_begin[r], leaf_begin[r+1]) of the global tree.
-int leaf_owner(const cd::global_tree& top, std::size_t leaf_index) {
-  const auto it = std::upper_bound(top.leaf_begin.begin(), top.leaf_begin.end(), static_cast<std::int32_t>(leaf_index));
-  return static_cast<int>(it - top.leaf_begin.begin()) - 1;
 }
 
 // Sorts bodies by Morton code over `cube`, ties in their current order; returns the codes.
@@ -152,6 +115,37 @@ std::vector<std::uint64_t> walk_groups(const ct::octree& t) {
 std::vector<std::size_t> to_sizes(const std::vector<std::uint64_t>& v) { return {v.begin(), v.end()}; }
 
 }  // namespace
+
+std::vector<int> top_owners(const cd::global_tree& top) {
+  const auto T = static_cast<std::size_t>(top.node_count());
+  std::vector<int> owner(T, -1);
+  const auto ranks = top.leaf_begin.empty() ? std::size_t{0} : top.leaf_begin.size() - 1;
+  for (std::size_t r = 0; r < ranks; ++r)
+    for (std::int32_t i = top.leaf_begin[r]; i < top.leaf_begin[r + 1]; ++i)
+      owner[static_cast<std::size_t>(top.leaves[static_cast<std::size_t>(i)])] = static_cast<int>(r);
+  for (std::size_t n = T; n-- > 0;) {  // children after their parents (level order)
+    if (top.child_count[n] == 0) continue;
+    const auto first = static_cast<std::size_t>(top.first_child[n]);
+    int o = owner[first];
+    for (std::size_t c = first + 1; c < first + static_cast<std::size_t>(top.child_count[n]); ++c)
+      if (owner[c] != o) o = -1;
+    owner[n] = o;
+  }
+  return owner;
+}
+
+std::vector<std::vector<box6>> rank_domains(const cd::global_tree& top, const std::vector<int>& owner,
+                                            const std::vector<ct::multipole<float>>& top_payload, int ranks) {
+  std::vector<std::vector<box6>> domain(static_cast<std::size_t>(ranks));
+  for (std::size_t n = 0; n < owner.size(); ++n) {
+    const int o = owner[n];
+    if (o < 0 || (top.parent[n] >= 0 && owner[static_cast<std::size_t>(top.parent[n])] == o)) continue;
+    const ct::multipole<float>& m = top_payload[n];
+    if (m.count == 0) continue;
+    domain[static_cast<std::size_t>(o)].push_back(box6{{m.lo[0], m.lo[1], m.lo[2]}, {m.hi[0], m.hi[1], m.hi[2]}});
+  }
+  return domain;
+}
 
 distributed_step::distributed_step(const cd::mpi_context& ctx, cd::exchange& ex, int max_leaf, balance_by balance,
                                    const canopy::scheduler_options& scheduler, unsigned threads)
@@ -291,30 +285,11 @@ void distributed_step::forces(std::vector<dist_body>& bodies, const walk_params&
   const std::vector<std::size_t> ones(ranks, 1);
   cd::all_gather_v(ex_, &mine, boxes.data(), ones);
 
-  // A rank's Morton range is not a compact region: its one bounding box can cover much of the
-  // others' domains. Its bodies lie in the top tree's largest cells that it owns whole (a Morton
-  // range is a union of a few such cells per level), whose boxes of bodies every rank knows from
-  // the top payloads. A node is sent as a multipole when each of those boxes accepts it, and the
-  // rank's whole box accepting it implies that.
+  // Every rank's domain (essential_tree.hpp): a node is sent as a multipole when each of its boxes
+  // accepts it, and the rank's whole box accepting it implies that.
   const auto T = static_cast<std::size_t>(top.node_count());
-  std::vector<int> owner_of(T, -1);  // the rank owning every leaf below a top node; -1 when mixed
-  for (std::size_t i = 0; i < top.leaves.size(); ++i) owner_of[static_cast<std::size_t>(top.leaves[i])] = leaf_owner(top, i);
-  for (std::size_t n = T; n-- > 0;) {  // children after their parents (level order)
-    if (top.child_count[n] == 0) continue;
-    const auto first = static_cast<std::size_t>(top.first_child[n]);
-    int o = owner_of[first];
-    for (std::size_t c = first + 1; c < first + static_cast<std::size_t>(top.child_count[n]); ++c)
-      if (owner_of[c] != o) o = -1;
-    owner_of[n] = o;
-  }
-  std::vector<std::vector<box6>> domain(ranks);
-  for (std::size_t n = 0; n < T; ++n) {
-    const int o = owner_of[n];
-    if (o < 0 || (top.parent[n] >= 0 && owner_of[static_cast<std::size_t>(top.parent[n])] == o)) continue;
-    const ct::multipole<float>& m = moments_.top[n];
-    if (m.count == 0) continue;
-    domain[static_cast<std::size_t>(o)].push_back(box6{{m.lo[0], m.lo[1], m.lo[2]}, {m.hi[0], m.hi[1], m.hi[2]}});
-  }
+  const std::vector<int> owner_of = top_owners(top);
+  const std::vector<std::vector<box6>> domain = rank_domains(top, owner_of, moments_.top, static_cast<int>(ranks));
   const auto accepted_by = [&](const ct::multipole<float>& m, std::size_t r) {
     if (accepted_by_box(m, inv_theta, boxes[r])) return true;
     for (const box6& b : domain[r])

@@ -52,9 +52,7 @@ class device_walker final : public gpu_walker {
     cudaDeviceProp prop{};
     CANOPY_CUDA_TRY(cudaGetDeviceProperties(&prop, device_));
     name_ = prop.name;
-    int per_sm = 0;
-    CANOPY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, group_walk_kernel, group_walk_warps * 32, 0));
-    blocks_ = static_cast<unsigned>(std::max(1, per_sm) * prop.multiProcessorCount);
+    blocks_ = group_walk_blocks();
     counters_ = canopy::device_buffer<std::int32_t>(2);
   }
   ~device_walker() override {

@@ -26,12 +26,14 @@
 // The physics (opening_reach, moments_of, add_cell, add_body) is tree_walk.hpp's, shared with the
 // CPU's walk_one.
 //
-// The kernels are static (internal linkage): the example includes this header from one .cu.
+// The kernels are static (internal linkage): each .cu that includes this header has its own copy.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include <canopy/cuda/error.hpp>
 
 #include "tree_walk.hpp"
 
@@ -198,7 +200,12 @@ static __global__ void __launch_bounds__(group_walk_warps * 32)
         const float dx = fmaxf(fmaxf(lox - com.x, com.x - hix), 0.f);
         const float dy = fmaxf(fmaxf(loy - com.y, com.y - hiy), 0.f);
         const float dz = fmaxf(fmaxf(loz - com.z, com.z - hiz), 0.f);
-        accept = dx * dx + dy * dy + dz * dz > com.w;
+        // A node with neither children nor bodies but a mass (an essential tree's node that the
+        // sender found accepted for each of this rank's domain boxes) is taken whole even where the
+        // group's box, which may span two of those boxes, is too close: each body of the group
+        // would take it (walk_one), and dropping it would lose its mass. An empty node (no mass)
+        // has an infinite reach and is never taken.
+        accept = dx * dx + dy * dy + dz * dz > com.w || (links.y == 0 && links.z == 0 && com.w < __int_as_float(0x7f800000));
         open_node = !accept && links.y > 0;
         open_leaf = !accept && links.y == 0 && links.z > 0;
       }
@@ -256,6 +263,15 @@ static __global__ void __launch_bounds__(group_walk_warps * 32)
     if (valid) out[self] = f;
     __syncwarp();  // the next group's root push must not overtake a lane still reading the stack
   }
+}
+
+// Blocks of group_walk_kernel for the current device: as many as are co-resident (persistent warps).
+inline unsigned group_walk_blocks() {
+  int per_sm = 0, device = 0, sms = 0;
+  CANOPY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, group_walk_kernel, group_walk_warps * 32, 0));
+  CANOPY_CUDA_TRY(cudaGetDevice(&device));
+  CANOPY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return static_cast<unsigned>((per_sm > 1 ? per_sm : 1) * sms);
 }
 
 }  // namespace nbody

@@ -112,9 +112,9 @@ int main(int argc, char** argv) {
   app.add_option("--fail-rank", o.fail_rank, "distributed, a test aid: this rank's walk fails at step 1")
       ->capture_default_str();
   app.add_option("--gpu-step", o.gpu_step,
-                 "distributed with --backend gpu: the whole step on the GPUs with NCCL between them (whole), or only "
-                 "the walk on the GPU and the rest on host threads (walk)")
-      ->check(CLI::IsMember({"whole", "walk"}))
+                 "distributed on GPUs: the whole step on them with NCCL between them (whole; one GPU a rank), only the "
+                 "walk on the GPU and the rest on host threads (walk), or whole where the run allows it (auto)")
+      ->check(CLI::IsMember({"auto", "whole", "walk"}))
       ->capture_default_str();
   app.add_option("--log-level", log_level, "progress on stderr")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))

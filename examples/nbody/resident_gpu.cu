@@ -184,14 +184,7 @@ class gpu_resident final : public resident_sim {
     make_walk_cells_kernel<<<body_grid(t.node_count), body_block, 0, stream_.s>>>(view, t.node_count, 1.0f / p.theta,
                                                                                  cells_.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
-    if (walk_blocks_ == 0) {
-      int per_sm = 0;
-      CANOPY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, group_walk_kernel, group_walk_warps * 32, 0));
-      int device = 0, sms = 0;
-      CANOPY_CUDA_TRY(cudaGetDevice(&device));
-      CANOPY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-      walk_blocks_ = static_cast<unsigned>(std::max(1, per_sm) * sms);
-    }
+    if (walk_blocks_ == 0) walk_blocks_ = group_walk_blocks();
     CANOPY_CUDA_TRY(cudaMemsetAsync(counters_.data() + 1, 0, sizeof(std::int32_t), stream_.s));  // next group
     group_walk_kernel<<<walk_blocks_, group_walk_warps * 32, 0, stream_.s>>>(
         cells_.data(), reinterpret_cast<const float4*>(t.points), groups_.data(), counters_.data(), counters_.data() + 1,

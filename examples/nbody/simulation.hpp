@@ -47,9 +47,10 @@ struct sim_options {
   bool check_single = false;
   double max_single_p99 = 1e-4;  // bound on the 99th percentile relative difference from it
   int fail_rank = -1;            // a test aid: this rank's walk fails at step 1 (-1: none)
-  // With --backend gpu: the whole step on the GPUs, NCCL between them ("whole"), or only the walk
-  // on the GPU and the rest on host threads, MPI between them ("walk").
-  std::string gpu_step = "whole";
+  // With a GPU backend: the whole step on the GPUs, NCCL between them ("whole"; one GPU a rank), only
+  // the walk on the GPU and the rest on host threads, MPI between them ("walk"), or whole where the
+  // run allows it and walk elsewhere ("auto").
+  std::string gpu_step = "auto";
 };
 
 // Exit codes of the program.
