@@ -256,7 +256,7 @@ TEST_F(CanopyLimits, JsonOutputTakesAFileNameThatIsNotUtf8) {
         std::vector<std::string>{"validate", path(name), "--backend", "cpu", "--json"}}) {
     const auto r = run(args);
     EXPECT_EQ(r.exit_code, 0) << args[0] << ": " << r.out << r.err;
-    EXPECT_NO_THROW((void)nlohmann::json::parse(r.out)) << r.out;
+    EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out;
   }
 }
 

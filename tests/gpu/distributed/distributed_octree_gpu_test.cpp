@@ -170,11 +170,15 @@ TEST_F(DistributedOctreeGpu, NcclExchangeKeepsTheContract) {
       *world().ex,
       [](const void* from, std::size_t n) {
         canopy::device_buffer<std::byte> b(n);
-        if (n != 0) EXPECT_EQ(cudaMemcpy(b.data(), from, n, cudaMemcpyHostToDevice), cudaSuccess);
+        if (n != 0) {
+          EXPECT_EQ(cudaMemcpy(b.data(), from, n, cudaMemcpyHostToDevice), cudaSuccess);
+        }
         return b;
       },
       [](canopy::device_buffer<std::byte>& b, void* to, std::size_t n) {
-        if (n != 0) EXPECT_EQ(cudaMemcpy(to, b.data(), n, cudaMemcpyDeviceToHost), cudaSuccess);
+        if (n != 0) {
+          EXPECT_EQ(cudaMemcpy(to, b.data(), n, cudaMemcpyDeviceToHost), cudaSuccess);
+        }
       });
 }
 
