@@ -29,6 +29,7 @@
 #include <canopy/trees/octree.hpp>
 
 #include "essential_tree.hpp"
+#include "lap_clock.hpp"
 #include "group_walk.cuh"
 #include "integrate.cuh"
 
@@ -38,14 +39,7 @@ namespace {
 
 namespace cd = canopy::distributed;
 namespace ct = canopy::trees;
-using clock_type = std::chrono::steady_clock;
-
-double ms_since(clock_type::time_point& start) {
-  const auto now = clock_type::now();
-  const double ms = std::chrono::duration<double, std::milli>(now - start).count();
-  start = now;
-  return ms;
-}
+using clock_type = lap_clock;
 
 std::string ms(double seconds) {
   char b[32];
@@ -357,7 +351,7 @@ class nccl_device_step final : public device_step {
     auto clock = clock_type::now();
     const cudaStream_t s = stream_.s;
     MPI_Barrier(ctx_.comm());
-    times.wait = ms_since(clock);
+    times.wait = lap_ms(clock);
 
     // 1-3. The velocities and ids go with their bodies as companions.
     const auto un = static_cast<std::size_t>(n_);
@@ -394,10 +388,10 @@ class nccl_device_step final : public device_step {
     times.top = 1e3 * (pt.exchange + pt.top);
     clock = clock_type::now();
     upload_top();
-    const double top_ms = ms_since(clock);
+    const double top_ms = lap_ms(clock);
     make_groups();
     CANOPY_CUDA_TRY(cudaStreamSynchronize(s));
-    const double groups_ms = ms_since(clock);
+    const double groups_ms = lap_ms(clock);
     times.build += top_ms + groups_ms;
     forces_only(params, times);
     parts_ = "extent " + ms(pt.extent) + ", sort " + ms(pt.sort) + ", global tree " + ms(pt.global_tree) + ", migrate " +
@@ -411,12 +405,12 @@ class nccl_device_step final : public device_step {
   void forces_only(const walk_params& params, dist_phase_times& times) override {
     auto clock = clock_type::now();
     essential_trees(params);
-    times.let = ms_since(clock);
+    times.let = lap_ms(clock);
     ctx_.phase("walk", [&] {
       if (fail_walk_) throw std::runtime_error("injected failure (--fail-rank)");
       walk(params);
     });
-    times.walk = ms_since(clock);
+    times.walk = lap_ms(clock);
   }
 
   void kick_drift(float half_dt, float dt) override {

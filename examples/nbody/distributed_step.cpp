@@ -19,6 +19,7 @@
 #include <canopy/trees/morton.hpp>
 
 #include "essential_tree.hpp"
+#include "lap_clock.hpp"
 #include "force_backend.hpp"
 
 namespace nbody {
@@ -28,14 +29,7 @@ namespace ct = canopy::trees;
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double ms_since(clock_type::time_point& start) {
-  const auto now = clock_type::now();
-  const double ms = std::chrono::duration<double, std::milli>(now - start).count();
-  start = now;
-  return ms;
-}
+using clock_type = lap_clock;
 
 // Sorts bodies by Morton code over `cube`, ties in their current order; returns the codes.
 std::vector<std::uint64_t> sort_by_code(std::vector<dist_body>& bodies, const ct::box& cube, unsigned threads) {
@@ -158,7 +152,7 @@ void distributed_step::rebuild(std::vector<dist_body>& bodies, dist_phase_times&
 
   // The wait for the others apart, so that the phases below time this rank's work.
   MPI_Barrier(ctx_.comm());
-  times.wait = ms_since(clock);
+  times.wait = lap_ms(clock);
 
   // 1. Decompose.
   std::vector<ct::point> pos(bodies.size());
@@ -198,7 +192,7 @@ void distributed_step::rebuild(std::vector<dist_body>& bodies, dist_phase_times&
     dopt.leaf_weight = [&by_cell](int level, std::uint64_t prefix, std::uint64_t) { return by_cell.at({level, prefix}); };
     cd::assign_ranks(top, static_cast<int>(ranks), dopt);
   }
-  times.decompose = ms_since(clock);
+  times.decompose = lap_ms(clock);
 
   // 2. Migrate: the sorted bodies are cut at the ranks' first keys.
   std::vector<std::size_t> send(ranks);
@@ -218,7 +212,7 @@ void distributed_step::rebuild(std::vector<dist_body>& bodies, dist_phase_times&
   // Each source's run is sorted; sorting the whole by (code, position) keeps sources in rank order
   // on equal codes, as one rank's stable sort would.
   sort_by_code(bodies, cube, threads_);
-  times.migrate = ms_since(clock);
+  times.migrate = lap_ms(clock);
 
   // 3. Build over the global cube. The bodies are in Morton order already, so the builder's stable
   // sort keeps them in place: its points are the bodies (checked).
@@ -248,7 +242,7 @@ void distributed_step::rebuild(std::vector<dist_body>& bodies, dist_phase_times&
     }
   });
   if (walker_ != nullptr) groups_ = walk_groups(tree_.local);
-  times.build = ms_since(clock);
+  times.build = lap_ms(clock);
 
   // 4. The distributed upward pass.
   cd::phase_times pt;
@@ -431,7 +425,7 @@ void distributed_step::forces(std::vector<dist_body>& bodies, const walk_params&
     node_at += node_recv[r];
     body_at += body_recv[r];
   }
-  times.let = ms_since(clock);
+  times.let = lap_ms(clock);
 
   // 6. The walk: this rank's bodies are points_[0, n), so a body skips itself by index.
   const walk_tree view{points_.data(), first_child_.data(), child_count_.data(), point_begin_.data(), point_count_.data(),
@@ -457,7 +451,7 @@ void distributed_step::forces(std::vector<dist_body>& bodies, const walk_params&
         if (record_work) bodies[i].work = static_cast<float>(interactions);
       }
     });
-    times.walk = ms_since(clock);  // this rank's walk, not the agreement's wait for the others
+    times.walk = lap_ms(clock);  // this rank's walk, not the agreement's wait for the others
   });
 }
 
