@@ -41,19 +41,10 @@ accuracy accuracy_of(const ct::octree& tree, int order, double theta, double eps
   return a;
 }
 
-std::vector<cf::field<double>> direct_all(const ct::octree& tree, double eps2) {
-  std::vector<cf::field<double>> out;
-  for (std::size_t i = 0; i < tree.points.size(); ++i) {
-    const ct::point& p = tree.points[i];
-    out.push_back(fmm_test::direct_field(tree.points, p.x, p.y, p.z, eps2, static_cast<std::ptrdiff_t>(i)));
-  }
-  return out;
-}
-
 TEST(FmmEvaluate, PlummerMatchesDirectSummationAndConvergesWithOrder) {
   const double eps2 = 1e-4;  // examples/nbody's softening 0.01
   const ct::octree tree = ct::build_octree(ct::generate_plummer(3000, 3));
-  const auto exact = direct_all(tree, eps2);
+  const auto exact = fmm_test::direct_all(tree, eps2);
   const accuracy p2 = accuracy_of<double>(tree, 2, 0.5, eps2, exact);
   const accuracy p4 = accuracy_of<double>(tree, 4, 0.5, eps2, exact);
   const accuracy p8 = accuracy_of<double>(tree, 8, 0.5, eps2, exact);
@@ -78,7 +69,7 @@ TEST(FmmEvaluate, PlummerMatchesDirectSummationAndConvergesWithOrder) {
 
 TEST(FmmEvaluate, UniformWithoutSofteningMatchesDirectSummationAndConvergesWithTheta) {
   const ct::octree tree = ct::build_octree(ct::generate_uniform(3000, 4), {16, 21});
-  const auto exact = direct_all(tree, 0.0);
+  const auto exact = fmm_test::direct_all(tree, 0.0);
   const accuracy t3 = accuracy_of<double>(tree, 6, 0.3, 0.0, exact);
   const accuracy t5 = accuracy_of<double>(tree, 6, 0.5, 0.0, exact);
   const accuracy t7 = accuracy_of<double>(tree, 6, 0.7, 0.0, exact);
@@ -92,7 +83,7 @@ TEST(FmmEvaluate, UniformWithoutSofteningMatchesDirectSummationAndConvergesWithT
 TEST(FmmEvaluate, LatticeOfACompleteOctree) {
   // Equal cells everywhere: many pairs sit near the criterion's boundary.
   const ct::octree tree = ct::build_complete_octree(3, 4, 5);
-  const auto exact = direct_all(tree, 1e-6);
+  const auto exact = fmm_test::direct_all(tree, 1e-6);
   const accuracy a = accuracy_of<double>(tree, 6, 0.5, 1e-6, exact);
   EXPECT_LT(a.acc50, 4e-4);
   EXPECT_LT(a.acc99, 4e-3);
@@ -119,7 +110,7 @@ TEST(FmmEvaluate, DegenerateTrees) {
   const auto more = ct::generate_uniform(500, 6);
   pts.insert(pts.end(), more.begin(), more.end());
   const ct::octree tree = ct::build_octree(pts, {8, 21});
-  const auto exact = direct_all(tree, 1e-4);
+  const auto exact = fmm_test::direct_all(tree, 1e-4);
   const accuracy a = accuracy_of<double>(tree, 6, 0.5, 1e-4, exact);
   EXPECT_LT(a.acc50, 1e-3);
   EXPECT_LT(a.acc99, 5e-2);  // points where the cluster's pull and the rest's nearly cancel

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <canopy/fmm/expansion.hpp>
+#include <canopy/trees/octree.hpp>
 #include <canopy/trees/point.hpp>
 
 #include <algorithm>
@@ -67,6 +68,17 @@ inline double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   const auto r = static_cast<std::size_t>(std::ceil(q / 100.0 * static_cast<double>(v.size())));
   return v[std::min(v.size() - 1, r == 0 ? 0 : r - 1)];
+}
+
+// The direct-summation field at every point of the tree, each skipping itself: the reference the
+// whole-evaluation tests (CPU and GPU) compare with.
+inline std::vector<cf::field<double>> direct_all(const ct::octree& tree, double eps2) {
+  std::vector<cf::field<double>> out;
+  for (std::size_t i = 0; i < tree.points.size(); ++i) {
+    const ct::point& p = tree.points[i];
+    out.push_back(direct_field(tree.points, p.x, p.y, p.z, eps2, static_cast<std::ptrdiff_t>(i)));
+  }
+  return out;
 }
 
 }  // namespace fmm_test

@@ -79,15 +79,6 @@ accuracy accuracy_against(const std::vector<cf::field<float>>& got, const std::v
   return {percentile(acc, 50), percentile(acc, 99)};
 }
 
-std::vector<cf::field<double>> direct_all(const ct::octree& tree, double eps2) {
-  std::vector<cf::field<double>> out;
-  for (std::size_t i = 0; i < tree.points.size(); ++i) {
-    const ct::point& q = tree.points[i];
-    out.push_back(fmm_test::direct_field(tree.points, q.x, q.y, q.z, eps2, static_cast<std::ptrdiff_t>(i)));
-  }
-  return out;
-}
-
 class fmm_gpu : public canopy::test::gpu_test {};
 
 // One order: the DAG (twice: the second run overwrites the first in place) and both level graphs,
@@ -140,13 +131,13 @@ void check_order(const problem& p, int order, double eps2, const std::vector<cf:
 TEST_F(fmm_gpu, PlummerEqualsTheCpuEvaluationAtEveryOrder) {
   const double eps2 = 1e-4;
   const problem p = make_problem(ct::generate_plummer(20000, 7), 32, 0.5);
-  const auto exact = direct_all(p.tree, eps2);
+  const auto exact = fmm_test::direct_all(p.tree, eps2);
   for (const int order : cf::gpu_orders) check_order(p, order, eps2, exact);
 }
 
 TEST_F(fmm_gpu, UniformWithoutSofteningAndSmallLeaves) {
   const problem p = make_problem(ct::generate_uniform(6000, 8), 8, 0.7);
-  check_order(p, 6, 0.0, direct_all(p.tree, 0.0));
+  check_order(p, 6, 0.0, fmm_test::direct_all(p.tree, 0.0));
 }
 
 // Every scheduler mode runs the same DAG (the modes where only warp masters work call the bodies
