@@ -21,6 +21,7 @@
 
 #include <canopy/config.hpp>
 #include <canopy/min_max.hpp>
+#include <canopy/trees/payload_policy.hpp>
 #include <canopy/trees/point.hpp>
 
 #include <cstdint>
@@ -229,6 +230,25 @@ CANOPY_HD multipole<T> m2m_merge(const multipole<T>& a, const multipole<T>& b) {
   r.m2[5] = a.m2[5] + b.m2[5] + shift * d[2] * d[2];
   return r;
 }
+
+// The multipole payload as the upward pass's payload policy (payload_policy.hpp): P2M at a leaf,
+// m2m_merge of the children in order from the identity. Merging the identity returns the other
+// side bit for bit, so the passes' fold from identity() gives the bits that starting from the
+// first child gave. Stateless: the pass's ops carry it for free. On the GPU, multipole_policy<float>
+// runs on lane groups (group_payload<multipole_policy<float>> in canopy/passes/group_multipole.cuh).
+template <class T>
+struct multipole_policy {
+  using value_type = multipole<T>;
+  CANOPY_HD value_type identity() const { return multipole_identity<T>(); }
+  CANOPY_HD value_type leaf(std::int32_t /*node*/, const point* pts, std::int32_t n) const { return p2m<T>(pts, n); }
+  CANOPY_HD void combine(value_type& parent, const value_type& child, std::int32_t /*child_node*/,
+                         std::int32_t /*parent_node*/) const {
+    parent = m2m_merge(parent, child);
+  }
+};
+
+static_assert(payload_policy<multipole_policy<float>>);
+static_assert(payload_policy<multipole_policy<double>>);
 
 // Traceless quadrupole about the com, Q = sum m (3 (x-com)(x-com)^T - |x-com|^2 I) = 3 m2 - tr(m2) I,
 // in the same order as m2 (xx, xy, xz, yy, yz, zz): what a Barnes-Hut / FMM kernel evaluates.

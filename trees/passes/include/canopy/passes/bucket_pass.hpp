@@ -45,6 +45,7 @@
 #include "canopy/task_graph.hpp"
 #include "canopy/trees/multipole.hpp"
 #include "canopy/trees/octree.hpp"
+#include "canopy/trees/payload_policy.hpp"
 #include "canopy/passes/upward_pass.hpp"
 
 #if defined(__CUDACC__)
@@ -53,6 +54,7 @@
 #include "canopy/lane_group.cuh"
 #include "canopy/prefetch.cuh"
 #include "canopy/passes/group_multipole.cuh"
+#include "canopy/passes/group_payload.cuh"
 #endif
 
 namespace canopy::trees {
@@ -77,22 +79,24 @@ struct bucket_graph {
 bucket_graph make_bucket_graph(const octree& tree, int bucket_points);
 
 /// A bucket or big-node task on one thread (the CPU backend, the warp-master modes).
-template <class T>
-CANOPY_HD void bucket_task_serial(const upward_arrays<T>& a, const std::int32_t* blob, task_id t) {
+/// `Payload`: a payload policy, or float / double for the multipole payload (upward_pass.hpp).
+template <class Payload>
+CANOPY_HD void bucket_task_serial(const upward_arrays<Payload>& a, const std::int32_t* blob, task_id t,
+                                  const as_payload_policy_t<Payload>& policy = {}) {
   const std::int32_t* rec = blob + 4 * static_cast<std::int64_t>(t);
   if (rec[0] >= 0) {  // a big node: a merge, or a big leaf's P2M
-    upward_ops<T>{a}(rec[0]);
+    upward_ops<Payload>{a, policy}(rec[0]);
     return;
   }
   const std::int32_t begin = ~rec[0], list = rec[2], list_end = rec[3];
   const std::int32_t leaves = blob[list];
   for (std::int32_t i = 0; i < leaves; ++i) {
     const std::int32_t* leaf = blob + list + 1 + 2 * i;  // node, first point (from the bucket's), next's
-    a.payload[leaf[0]] = p2m<T>(a.points + begin + leaf[1], leaf[3] - leaf[1]);
+    a.payload[leaf[0]] = policy.leaf(leaf[0], a.points + begin + leaf[1], leaf[3] - leaf[1]);
   }
   for (std::int32_t pos = list + 3 + 2 * leaves; pos < list_end;) {
     const std::int32_t wave = blob[pos++];
-    for (std::int32_t i = 0; i < wave; ++i) upward_ops<T>{a}(blob[pos + 3 * i]);
+    for (std::int32_t i = 0; i < wave; ++i) upward_ops<Payload>{a, policy}(blob[pos + 3 * i]);
     pos += 3 * wave;
   }
 }
@@ -101,8 +105,11 @@ CANOPY_HD void bucket_task_serial(const upward_arrays<T>& a, const std::int32_t*
 /// `LeafLanes` of its lanes (1 measured best on adaptive trees, 2 on complete ones with 8-point
 /// leaves); the warp-master modes and the CPU backend run a task on one thread
 /// (bucket_task_serial). Blocks of at most max_warps warps (upward_runner checks).
-template <class T, int LeafLanes = 1>
+template <class Payload = float, int LeafLanes = 1>
 struct bucket_upward_ops {
+  using policy_type = as_payload_policy_t<Payload>;
+  using value_type = typename policy_type::value_type;
+  static_assert(detail::checked_payload_policy<policy_type>());
   static_assert(LeafLanes == 1 || LeafLanes == 2 || LeafLanes == 4 || LeafLanes == 8, "LeafLanes: 1, 2, 4 or 8");
   static constexpr int group_size = 32;
   /// Bucket graphs are trees: the kernel needs no DAG paths (canopy/detail/dependency.hpp).
@@ -113,26 +120,31 @@ struct bucket_upward_ops {
   static constexpr int max_warps = 4;
 
   const std::int32_t* blob;
-  upward_arrays<T> arrays;
+  upward_arrays<Payload> arrays;
+  policy_type policy{};
 
-  CANOPY_HD void operator()(task_id t) const { bucket_task_serial<T>(arrays, blob, t); }
+  CANOPY_HD void operator()(task_id t) const { bucket_task_serial<Payload>(arrays, blob, t, policy); }
 
 #if defined(__CUDACC__)
   template <int G>
   __device__ void operator()(task_id t, const lane_group<G>& g) const {
-    if constexpr (!std::is_same_v<T, float> || G != 32) {
+    if constexpr (G != 32) {
       if (g.rank == 0) (*this)(t);
     } else {
+      using group_ops = group_payload<policy_type>;
       const int4 rec = __ldg(reinterpret_cast<const int4*>(blob) + t);
       if (rec.x >= 0) {
         if (rec.z == 0) {  // a big leaf: many points, the whole warp
-          group_store(g, arrays.payload + rec.x,
-                      group_p2m(g, arrays.points + __ldg(arrays.point_begin + rec.x), __ldg(arrays.point_count + rec.x)));
+          group_ops::store(g, arrays.payload + rec.x,
+                           group_ops::leaf(policy, g, rec.x,
+                                           reinterpret_cast<const float4*>(arrays.points + __ldg(arrays.point_begin + rec.x)),
+                                           __ldg(arrays.point_count + rec.x), load_points_ldg{}));
         } else if (g.rank < 8) {
           // At most 8 children: 8 lanes combine in 3 butterfly steps where the warp would take 5
           // (a warp issues an instruction once however few of its lanes are active).
           const lane_group<8> eight = lane_group<8>::here();
-          group_store(eight, arrays.payload + rec.x, group_merge<8, 1>(eight, arrays.payload + rec.y, rec.z, load_through_l2{}));
+          group_ops::store(eight, arrays.payload + rec.x,
+                           group_ops::template children<8, 1>(policy, eight, rec.x, arrays.payload, rec.y, rec.z));
         }
         return;
       }
@@ -161,8 +173,9 @@ struct bucket_upward_ops {
                              const lane_group<32>& g) const {
     __shared__ float4 stage[max_warps][max_bucket_points];
     const int lane = g.rank;
+    using group_ops = group_payload<policy_type>;
     float4* staged = stage[threadIdx.x >> 5];
-    multipole<float>* payload = arrays.payload;
+    value_type* payload = arrays.payload;
     // Every load of the bucket's points at once, straight into shared memory (cp.async: no
     // registers held): the warp's bytes in flight are the whole bucket, not a leaf's. The barrier
     // first: the warp's previous task may still read the buffer.
@@ -188,7 +201,9 @@ struct bucket_upward_ops {
         g.sync();  // every lane's copies have landed
         waited = true;
       }
-      if (i < leaves) group_store(leaf_lanes, payload + node, group_p2m_with(leaf_lanes, staged + first, count, load_points_plain{}));
+      if (i < leaves)
+        group_ops::store(leaf_lanes, payload + node,
+                         group_ops::leaf(policy, leaf_lanes, node, staged + first, count, load_points_plain{}));
     }
     if (!waited) __pipeline_wait_prior(0);
 
@@ -203,7 +218,8 @@ struct bucket_upward_ops {
         if (i < wave) {
           const std::int32_t* rec = blob + pos + 1 + 3 * i;
           const std::int32_t node = __ldg(rec), first_child = __ldg(rec + 1), children = __ldg(rec + 2);
-          group_store(eight, payload + node, group_merge<8, 1>(eight, payload + first_child, children, load_through_l2{}));
+          group_ops::store(eight, payload + node,
+                           group_ops::template children<8, 1>(policy, eight, node, payload, first_child, children));
         }
       }
       pos += 1 + 3 * wave;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Lane-group versions of P2M and M2M for device code: G lanes of one warp compute one node's
-// moments together (canopy/lane_group.cuh). Used by the scheduler's octree client
-// (upward_ops<float>, through its group operator) and by the baselines in bench/baselines.
+// moments together (canopy/lane_group.cuh). Used by the scheduler's octree client (the passes'
+// group operators, through group_payload<multipole_policy<float>> at the end of this file) and by
+// the baselines in bench/baselines.
 //
 // For a leaf the G lanes read the leaf's points interleaved (lane r takes points r, r + G, ...),
 // so a group reads 16 G contiguous bytes per step and, because leaves are laid out in Morton
@@ -20,6 +21,7 @@
 #endif
 
 #include <canopy/lane_group.cuh>
+#include <canopy/passes/group_payload.cuh>
 #include <canopy/trees/multipole.hpp>
 #include <canopy/trees/point.hpp>
 
@@ -28,15 +30,9 @@
 
 namespace canopy::trees {
 
-// How group_p2m_with reads a point. The read-only path for points in global memory: points are
-// read-only for the whole kernel, so __ldg is safe.
-struct load_points_ldg {
-  __device__ float4 operator()(const float4* p) const { return __ldg(p); }
-};
-// Points staged in shared memory (or anywhere a plain load reads).
-struct load_points_plain {
-  __device__ float4 operator()(const float4* p) const { return *p; }
-};
+// How group_p2m_with reads a point: load_points_ldg (group_payload.cuh), the read-only path for
+// points in global memory (points are read-only for the whole kernel, so __ldg is safe), or
+// load_points_plain for points staged in shared memory (or anywhere a plain load reads).
 
 // P2M of p4[0, n) by the G lanes of g, each point read with `load` (a load_points_* policy); the
 // same as trees::p2m<float> up to rounding, which compare_payloads' bounds allow. One pass: the
@@ -276,6 +272,41 @@ struct load_through_l2 {
 #pragma unroll
     for (int i = 0; i < 6; ++i) r.m2[i] = __ldcg(&p->m2[i]);
     return r;
+  }
+};
+
+// The multipole payload on lane groups: what the passes ran before they were generic over the
+// payload, call for call (group_p2m_with, group_merge with loads through L2, group_combine,
+// group_store), so their kernels are the same instructions.
+template <>
+struct group_payload<multipole_policy<float>> {
+  using policy_type = multipole_policy<float>;
+  using value_type = multipole<float>;
+
+  __device__ static value_type empty(const policy_type&) { return multipole_identity<float>(); }
+
+  template <int G, class Load>
+  __device__ static value_type leaf(const policy_type&, const canopy::lane_group<G>& g, std::int32_t /*node*/,
+                                    const float4* p4, std::int32_t n, Load load) {
+    return group_p2m_with(g, p4, n, load);
+  }
+
+  template <int G, int Batch>
+  __device__ static value_type children(const policy_type&, const canopy::lane_group<G>& g, std::int32_t /*node*/,
+                                        const value_type* payload, std::int32_t first, std::int32_t count) {
+    return group_merge<G, Batch>(g, payload + first, count, load_through_l2{});
+  }
+
+  template <int Stride, int G>
+  __device__ static value_type gather(const policy_type&, const canopy::lane_group<G>& g, std::int32_t /*node*/,
+                                      const value_type* /*payload*/, std::int32_t /*first*/, std::int32_t /*count*/,
+                                      const value_type& mine) {
+    return group_combine<Stride>(g, mine);
+  }
+
+  template <int G>
+  __device__ static void store(const canopy::lane_group<G>& g, value_type* p, const value_type& v) {
+    group_store(g, p, v);
   }
 };
 

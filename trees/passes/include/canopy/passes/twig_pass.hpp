@@ -33,12 +33,14 @@
 #include "canopy/task_graph.hpp"
 #include "canopy/trees/multipole.hpp"
 #include "canopy/trees/octree.hpp"
+#include "canopy/trees/payload_policy.hpp"
 #include "canopy/passes/upward_pass.hpp"
 
 #if defined(__CUDACC__)
 #include "canopy/lane_group.cuh"
 #include "canopy/prefetch.cuh"
 #include "canopy/passes/group_multipole.cuh"
+#include "canopy/passes/group_payload.cuh"
 #endif
 
 namespace canopy::trees {
@@ -79,27 +81,29 @@ struct twig_graph {
 twig_graph make_twig_graph(const octree& tree);
 
 /// Payloads of a twig task and its leaves on one thread (the CPU backend, the warp-master modes).
-template <class T>
+/// `Payload`: a payload policy, or float / double for the multipole payload (upward_pass.hpp).
+template <class Payload>
 CANOPY_HD void twig_task_serial(const point* points, const std::int32_t* first_child, const std::int32_t* child_count,
-                                const std::int32_t* point_begin, const std::int32_t* point_count, multipole<T>* payload,
-                                std::int32_t entry) {
+                                const std::int32_t* point_begin, const std::int32_t* point_count,
+                                payload_value_t<Payload>* payload, std::int32_t entry,
+                                const as_payload_policy_t<Payload>& policy = {}) {
   if (entry >= 0) {  // no leaf children (or the single leaf): exactly upward_ops' task
-    upward_ops<T>{points, first_child, child_count, point_begin, point_count, payload}(entry);
+    upward_ops<Payload>{{points, first_child, child_count, point_begin, point_count, payload}, policy}(entry);
     return;
   }
   // A twig (its node written too) or a leaf group (the leaves only): the leaves it computes are
   // the children that are leaves.
   const std::int32_t node = ~entry, first = first_child[node], children = child_count[node];
-  multipole<T> acc = multipole_identity<T>();
+  payload_value_t<Payload> acc = policy.identity();
   bool twig = true;
   for (std::int32_t c = first; c < first + children; ++c) {
     if (child_count[c] != 0) {
       twig = false;
       continue;
     }
-    const multipole<T> leaf = p2m<T>(points + point_begin[c], point_count[c]);
+    const payload_value_t<Payload> leaf = policy.leaf(c, points + point_begin[c], point_count[c]);
     payload[c] = leaf;
-    acc = m2m_merge(acc, leaf);
+    policy.combine(acc, leaf, c, node);
   }
   if (twig) payload[node] = acc;
 }
@@ -107,8 +111,11 @@ CANOPY_HD void twig_task_serial(const point* points, const std::int32_t* first_c
 /// Ops for a scheduler over twig_graph::graph. `LeafLanes` lanes compute each leaf of a twig (about
 /// four points per lane suits: trees::upward_lanes), so a task runs on 8 * LeafLanes lanes (at most
 /// a warp: LeafLanes <= 4).
-template <class T, int LeafLanes = 2>
+template <class Payload = float, int LeafLanes = 2>
 struct twig_upward_ops {
+  using policy_type = as_payload_policy_t<Payload>;
+  using value_type = typename policy_type::value_type;
+  static_assert(detail::checked_payload_policy<policy_type>());
   static_assert(LeafLanes == 1 || LeafLanes == 2 || LeafLanes == 4, "LeafLanes: 1, 2 or 4");
   static constexpr int group_size = 8 * LeafLanes;
   /// Twig graphs are trees: the kernel needs no DAG paths (canopy/detail/dependency.hpp).
@@ -121,47 +128,53 @@ struct twig_upward_ops {
   static constexpr int tasks_per_group = 16;
 
   const twig_task* tasks;
-  upward_arrays<T> arrays;
+  upward_arrays<Payload> arrays;
+  policy_type policy{};
 
   CANOPY_HD void operator()(task_id t) const {
-    const upward_arrays<T>& a = arrays;
-    twig_task_serial<T>(a.points, a.first_child, a.child_count, a.point_begin, a.point_count, a.payload, tasks[t].entry);
+    const upward_arrays<Payload>& a = arrays;
+    twig_task_serial<Payload>(a.points, a.first_child, a.child_count, a.point_begin, a.point_count, a.payload,
+                              tasks[t].entry, policy);
   }
 
 #if defined(__CUDACC__)
   template <int G>
   __device__ void operator()(task_id t, const lane_group<G>& g) const {
-    if constexpr (!std::is_same_v<T, float> || G < 8) {
+    if constexpr (G < 8) {
       // One thread per task (the warp-master modes call with G = 1).
       if (g.rank == 0) (*this)(t);
     } else {
+      using group_ops = group_payload<policy_type>;
       constexpr int L = G / 8;  // lanes per leaf of a twig
       const int4 task = __ldg(reinterpret_cast<const int4*>(tasks + t));  // entry, first child, child count, leaf mask
       const std::int32_t entry = task.x, first = task.y, children = task.z, leaf_mask = task.w;
-      multipole<float> r;
+      const float4* points = reinterpret_cast<const float4*>(arrays.points);  // 16-byte points, one load each
+      value_type r;
       if (entry >= 0) {
         if (children == 0) {
-          r = group_p2m(g, arrays.points + __ldg(arrays.point_begin + entry), __ldg(arrays.point_count + entry));
+          r = group_ops::leaf(policy, g, entry, points + __ldg(arrays.point_begin + entry), __ldg(arrays.point_count + entry),
+                              load_points_ldg{});
         } else {
           // Children were written during this run by other SMs: read them through L2.
-          r = group_merge<G, 1>(g, arrays.payload + first, children, load_through_l2{});
+          r = group_ops::template children<G, 1>(policy, g, entry, arrays.payload, first, children);
         }
       } else {
         const std::int32_t node = ~entry;
         const int c = g.rank / L;  // the leaf this lane helps with
-        r = multipole_identity<float>();
+        r = group_ops::empty(policy);
         if (c < children && ((leaf_mask >> c) & 1)) {
           const lane_group<L> sub = lane_group<L>::here();
-          r = group_p2m(sub, arrays.points + __ldg(arrays.point_begin + first + c),
-                        __ldg(arrays.point_count + first + c));
-          group_store(sub, arrays.payload + first + c, r);
+          r = group_ops::leaf(policy, sub, first + c, points + __ldg(arrays.point_begin + first + c),
+                              __ldg(arrays.point_count + first + c), load_points_ldg{});
+          group_ops::store(sub, arrays.payload + first + c, r);
         }
         if (leaf_mask != (1 << children) - 1) return;  // a leaf group: the node's task merges them
-        // The twig's moments from its leaves' at once (every lane ends with the same).
-        group_store(g, arrays.payload + node, group_combine<L>(g, r));
+        // The twig's value from its leaves' at once (every lane ends with the same).
+        group_ops::store(g, arrays.payload + node,
+                         group_ops::template gather<L>(policy, g, node, arrays.payload, first, children, r));
         return;
       }
-      group_store(g, arrays.payload + entry, r);
+      group_ops::store(g, arrays.payload + entry, r);
     }
   }
 
@@ -190,7 +203,7 @@ struct twig_upward_ops {
       const std::int32_t end = __ldg(arrays.point_begin + z) + __ldg(arrays.point_count + z);
       if (end > begin) prefetch_l2(arrays.points + begin, static_cast<std::uint32_t>(end - begin) * sizeof(point));
     } else {
-      prefetch_l2(arrays.payload + first, static_cast<std::uint32_t>(children) * sizeof(multipole<T>));
+      prefetch_l2(arrays.payload + first, static_cast<std::uint32_t>(children) * sizeof(value_type));
     }
   }
 #endif
@@ -205,6 +218,15 @@ twig_upward_ops<T> host_twig_upward_ops(const octree& tree, const std::vector<tw
   return twig_upward_ops<T>{tasks.data(),           tree.points.data(),      tree.first_child.data(),
                             tree.child_count.data(), tree.point_begin.data(), tree.point_count.data(),
                             payload};
+}
+/// The same for any payload policy and its state.
+template <payload_policy Policy>
+twig_upward_ops<Policy> host_twig_upward_ops(const octree& tree, const std::vector<twig_task>& tasks,
+                                             typename Policy::value_type* payload, const Policy& policy) {
+  return twig_upward_ops<Policy>{tasks.data(),
+                                 {tree.points.data(), tree.first_child.data(), tree.child_count.data(),
+                                  tree.point_begin.data(), tree.point_count.data(), payload},
+                                 policy};
 }
 
 /// Calls f(std::integral_constant<int, L>{}) with the lanes per leaf of a twig for a tree whose
