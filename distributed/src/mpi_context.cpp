@@ -20,12 +20,25 @@ mpi_context::mpi_context(MPI_Comm comm) : comm_(comm) {
 }
 
 void mpi_context::agree(std::string_view phase, std::exception_ptr local) const {
-  // The lowest failing rank (size_ when none): one all-reduce that every rank reaches, whatever
-  // happened to it, because failures were caught before it.
-  int mine = local ? rank_ : size_;
-  int first = size_;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm_);
-  if (first == size_) return;
+  // The rank to name, by one all-reduce that every rank reaches, whatever happened to it, because
+  // failures were caught before it: the minimum of rank (a failure of its own), size + rank (a
+  // peer_wait_error: it only waited for a rank that failed) and 2 size (no failure). A rank that
+  // gave up waiting for the failed one reaches here too, and may be the lower rank: without the
+  // offset its timeout would be the line, not the cause.
+  int mine = 2 * size_;
+  if (local) {
+    mine = rank_;
+    try {
+      std::rethrow_exception(local);
+    } catch (const peer_wait_error&) {
+      mine = size_ + rank_;
+    } catch (...) {
+    }
+  }
+  int key = 2 * size_;
+  MPI_Allreduce(&mine, &key, 1, MPI_INT, MPI_MIN, comm_);
+  if (key == 2 * size_) return;
+  const int first = key % size_;
   std::string cause;
   if (first == rank_) {
     try {

@@ -152,6 +152,9 @@ void nccl_exchange::check(int result, const char* what) {
     if (const char* last = ncclGetLastError(comm_); last != nullptr && *last != '\0') message += std::string(" (") + last + ")";
   }
   abort();
+  // NCCL's own word for a peer that went away (a remote process exited, its connection broke):
+  // this rank failed only because another did.
+  if (r == ncclRemoteError) throw peer_wait_error(message);
   throw std::runtime_error(message);
 }
 
@@ -169,8 +172,8 @@ void nccl_exchange::wait_ready(const char* what, std::chrono::milliseconds limit
     if (state != ncclInProgress) check(state, what);
     if (wait.expired()) {
       abort();
-      throw std::runtime_error(std::string("nccl_exchange: ") + what + " did not complete within " + seconds(limit) +
-                               " s (a peer stopped or never joined); communicator aborted");
+      throw peer_wait_error(std::string("nccl_exchange: ") + what + " did not complete within " + seconds(limit) +
+                            " s (a peer stopped or never joined); communicator aborted");
     }
     wait.pause();
   }
@@ -315,8 +318,8 @@ void nccl_exchange::synchronize() {
     check(async, "asynchronous error");
     if (wait.expired()) {
       abort();
-      throw std::runtime_error("nccl_exchange: a collective did not complete within " + seconds(timeout_) +
-                               " s (a peer stopped); communicator aborted");
+      throw peer_wait_error("nccl_exchange: a collective did not complete within " + seconds(timeout_) +
+                            " s (a peer stopped); communicator aborted");
     }
     wait.pause();
   }

@@ -183,6 +183,34 @@ TEST(DistributedOctree, TheLowestFailingRankIsNamed) {
   }
 }
 
+// A rank that failed only waiting for a peer (peer_wait_error: a collective's deadline passed) is
+// named only when no rank failed for a cause of its own, even when it is the lower rank; when every
+// failure is a wait, the lowest of them.
+TEST(DistributedOctree, ARankThatOnlyWaitedIsNotNamed) {
+  const cd::mpi_context ctx(MPI_COMM_WORLD);
+  const int last = ctx.size() - 1;
+  try {
+    ctx.phase("work", [&] {
+      if (ctx.rank() == last) throw std::runtime_error("failed on rank " + std::to_string(last));
+      throw cd::peer_wait_error("waited for rank " + std::to_string(last));
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const cd::distributed_error& e) {
+    EXPECT_EQ(e.rank(), last);
+    EXPECT_EQ(e.cause(), "failed on rank " + std::to_string(last));
+  }
+  try {
+    ctx.phase("wait", [&] {
+      if (ctx.rank() % 2 == 1 || ctx.size() == 1) throw cd::peer_wait_error("rank " + std::to_string(ctx.rank()) + " waited");
+    });
+    ADD_FAILURE() << "no error";
+  } catch (const cd::distributed_error& e) {
+    const int first = ctx.size() == 1 ? 0 : 1;
+    EXPECT_EQ(e.rank(), first);
+    EXPECT_EQ(e.cause(), "rank " + std::to_string(first) + " waited");
+  }
+}
+
 TEST(DistributedOctree, BadOptionsAreRefusedOnEveryRank) {
   const cd::mpi_context ctx(MPI_COMM_WORLD);
   cd::mpi_exchange ex(MPI_COMM_WORLD);

@@ -37,6 +37,15 @@ class distributed_error : public std::runtime_error {
   std::string cause_;
 };
 
+// A failure of this rank that is only the consequence of another rank's: a wait for a peer that
+// passed its deadline, a peer that closed its connection (nccl_exchange throws it). agree() names
+// such a rank only when no rank failed for a cause of its own, so that the line names the rank
+// that failed, not a lower rank that only waited for it.
+class peer_wait_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class mpi_context {
  public:
   explicit mpi_context(MPI_Comm comm = MPI_COMM_WORLD);
@@ -45,7 +54,8 @@ class mpi_context {
   MPI_Comm comm() const noexcept { return comm_; }
 
   // Every rank states whether its part of `phase` failed (`local` null when it did not). When any
-  // did, every rank throws the same distributed_error, naming the lowest failing rank and its
+  // did, every rank throws the same distributed_error, naming the lowest rank that failed for a
+  // cause of its own (else, when every failure is a peer_wait_error, the lowest of those) and its
   // exception's message; otherwise every rank returns. One all-reduce (and one broadcast of the
   // message on failure): the step before each collective phase, so that no rank enters a
   // collective that another rank will never reach.

@@ -6,7 +6,9 @@
 // (its connections to the peers made, the first time), waiting for that at most `timeout`;
 // synchronize() waits for the collectives while polling NCCL's asynchronous error and the same
 // deadline. On an error or a passed deadline the communicator is aborted (ncclCommAbort) and the
-// call throws, so a failed or vanished peer ends in an exception on this rank, never in a hang;
+// call throws (a passed deadline or NCCL's ncclRemoteError: peer_wait_error, so that the agreement
+// names the rank that failed rather than this one, which only waited for it), so a failed or
+// vanished peer ends in an exception on this rank, never in a hang;
 // after an abort every call throws and the destructor frees nothing more. The destructor waits
 // for the stream and finalises the communicator under the same deadline, aborting it when that
 // passes. CUDA-aware MPI is not needed.
