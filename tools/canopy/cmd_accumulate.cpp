@@ -22,6 +22,8 @@
 #include "canopy/trees/reference.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "distributed_commands.hpp"
+#include "mpi_launch.hpp"
 #include "scheduler_cli.hpp"
 
 namespace canopy::tool {
@@ -161,7 +163,20 @@ void warn_if_leaves_too_large(const trees::octree& tree, const std::string& back
                  grouped(largest), bound);
 }
 
+// Under mpiexec: the same command across the ranks (cmd_distributed.cpp, in canopy-mpi).
+int run_across_ranks(const pass_options& o, const CLI::App& cmd, bool validate) {
+  distributed_pass_request q;
+  q.input = o.file;
+  q.tree = o.tree;
+  q.backend = o.backend;
+  q.validate = validate;
+  q.json = o.json;
+  q.build_given = cmd.count("--build") > 0;
+  return mpi_launch::run_pass(q);
+}
+
 int run_accumulate(const pass_options& o, const CLI::App& cmd) {
+  if (mpi_launch::active()) return run_across_ranks(o, cmd, false);
   warn_unused_scheduler_options(cmd, o);
   const auto loaded = load_tree(o.file, o.tree);
   const auto& tree = loaded.tree;
@@ -248,6 +263,7 @@ int report(const pass_options& o, const loaded_tree& loaded, const trees::compar
 }
 
 int run_validate(const pass_options& o, const CLI::App& cmd) {
+  if (mpi_launch::active()) return run_across_ranks(o, cmd, true);
   warn_unused_scheduler_options(cmd, o);
   const auto loaded = load_tree(o.file, o.tree);
   const auto& tree = loaded.tree;

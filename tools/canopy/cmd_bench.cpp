@@ -31,6 +31,8 @@
 #include "canopy/trees/generators.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "distributed_commands.hpp"
+#include "mpi_launch.hpp"
 #include "octree_bench.hpp"
 #include "scheduler_cli.hpp"
 
@@ -196,7 +198,46 @@ std::vector<cb::tree_case> trees_to_run(const bench_cli& o, const CLI::App& cmd)
   return {cb::tree_case{label, complete, depth, per_leaf, [spec, topts] { return load_tree(spec, topts).tree; }}};
 }
 
+// Under mpiexec: the distributed pipeline of one adaptive tree, per mode (cmd_distributed.cpp, in
+// canopy-mpi).
+void fill_bench_request(const bench_cli& o, const CLI::App& cmd, distributed_bench_request& q) {
+  const auto given = [&](const char* name) { return cmd.count(name) > 0; };
+  for (const char* name : {"--depths", "--per-leaf", "--plot", "--budget-ms", "--cpu-workers", "--bucket-points"})
+    if (given(name))
+      throw usage_error(name, "applies to the benchmark on one process; under mpiexec canopy bench runs the "
+                              "distributed upward pass of one adaptive tree (--dist D -n N or --input FILE)");
+  if (!o.input.empty() && !o.dist.empty()) throw usage_error("--input/--dist", "give one tree source, not both");
+  if (!o.dist.empty()) {
+    if (!given("-n")) throw usage_error("--dist " + o.dist, "needs -n N");
+    q.input = fmt::format("gen:{}:{}:{}", o.dist, o.count, o.seed);
+  } else if (!o.input.empty()) {
+    q.input = o.input;
+  } else {
+    throw usage_error("canopy bench", "under mpiexec give the points: --dist D -n N (N over all ranks) or --input FILE");
+  }
+  q.tree = o.tree;
+  q.modes = o.modes;
+  q.backend = o.backend;
+  q.scheduler = o.scheduler;
+  q.reps = o.reps;
+  q.warmup = o.warmup;
+  q.json = o.json;
+  q.csv = o.csv;
+}
+
+// Options that do not fit are said by the ranks' agreement (usage_problem), in one line.
+int run_bench_across_ranks(const bench_cli& o, const CLI::App& cmd) {
+  distributed_bench_request q;
+  try {
+    fill_bench_request(o, cmd, q);
+  } catch (const usage_error& e) {
+    q.usage_problem = e.what();
+  }
+  return mpi_launch::run_bench(q);
+}
+
 int run_bench(const bench_cli& o, const CLI::App& cmd) {
+  if (mpi_launch::active()) return run_bench_across_ranks(o, cmd);
   // Everything the user gave is checked before the first tree is built.
   const auto trees_list = trees_to_run(o, cmd);
   if (!o.json.empty()) check_output_path("--json " + o.json, o.json);

@@ -159,6 +159,32 @@ std::vector<trees::point> load_points(const std::string& spec, const point_optio
   return points;
 }
 
+std::optional<std::vector<trees::point>> load_points_part(const std::string& spec, const point_options& options,
+                                                          std::size_t part, std::size_t parts) {
+  stage t;
+  if (!is_generator_spec(spec)) {
+    check_readable(spec);
+    if (trees::detect_point_format(spec) != trees::point_format::binary) return std::nullopt;
+    check_no_point_options(spec, options);  // --family/--type do not apply to Canopy binary files
+    std::uint64_t total = 0;
+    auto points = trees::read_points_binary_part(spec, part, parts, &total);
+    t.done(fmt::format("read {} of the {} points of {} (part {} of {})", grouped(static_cast<long long>(points.size())),
+                       grouped(static_cast<long long>(total)), spec, part + 1, parts));
+    return points;
+  }
+  check_no_point_options(spec, options);
+  const auto g = parse_generator_spec(spec);
+  if (g.dist == trees::distribution::lattice)
+    throw usage_error(spec, "a lattice spec builds one complete octree in place, on one process: under mpiexec give "
+                            "gen:uniform|plummer|clusters:N or a points file");
+  const auto n = static_cast<std::size_t>(g.n);
+  const auto bound = [&](std::size_t k) { return n / parts * k + n % parts * k / parts; };
+  auto points = trees::generate_slice(g.dist, n, g.seed, bound(part), bound(part + 1));
+  t.done(fmt::format("generated {} of the {} points of {} (part {} of {})", grouped(static_cast<long long>(points.size())),
+                     grouped(static_cast<long long>(n)), spec, part + 1, parts));
+  return points;
+}
+
 loaded_tree load_tree(const std::string& spec, const tree_options& options) {
   loaded_tree r;
   if (is_generator_spec(spec)) {

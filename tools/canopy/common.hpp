@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -68,6 +69,15 @@ extern const char* const input_help;
 /// Gadget, PLY, .npy: canopy::trees::read_points) or, when `spec` starts with "gen:", generates
 /// them: `gen:DIST:N[:SEED]` or `gen:lattice:DEPTH:PER_LEAF[:SEED]`.
 std::vector<canopy::trees::point> load_points(const std::string& spec, const point_options& options = {});
+
+/// Part `part` of `parts` of the points `spec` names, for one rank of a distributed run, made or
+/// read without the others': a generator spec's slice (trees::generate_slice: the points
+/// [n * part / parts, n * (part + 1) / parts) of the whole spec's), or a Canopy binary file's
+/// records of that range (one seek). std::nullopt for a file of another format, which the caller
+/// reads whole on one rank (load_points) and scatters; a lattice spec (a complete octree built in
+/// place) is a usage_error.
+std::optional<std::vector<canopy::trees::point>> load_points_part(const std::string& spec, const point_options& options,
+                                                                  std::size_t part, std::size_t parts);
 
 /// load_points + build_octree, with a progress line per stage. A lattice spec builds the complete
 /// octree directly (build_complete_octree, points generated in place), ignoring `options`.

@@ -27,6 +27,10 @@
 #include "canopy/trees/threads.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "mpi_launch.hpp"
+#if CANOPY_HAVE_DISTRIBUTED
+#include "canopy/distributed/mpi_context.hpp"
+#endif
 
 namespace {
 
@@ -36,6 +40,9 @@ using namespace canopy::tool;
 // written as \xNN: one line on stderr whatever was echoed, nothing the terminal would act on, and no
 // NUL to cut it. Readers quote what they echo themselves (trees::quoted_bytes); this is the net.
 int fail(int code, const std::string& message) {
+  // Under mpiexec, a failure every rank reached alike (a bad command line, an agreed distributed
+  // error) is said once, by rank 0.
+  if (mpi_launch::launched() && (mpi_launch::active() ? mpi_launch::rank() : mpi_launch::launched_rank()) != 0) return code;
   std::string line = "canopy: error: ";
   for (const char c : message) {
     const auto u = static_cast<unsigned char>(c);
@@ -81,11 +88,33 @@ std::optional<std::string> first_word(const std::vector<std::string>& args) {
   return std::nullopt;
 }
 
+// Under mpiexec a failure on one rank only (outside the distributed pipeline's agreed phases):
+// that rank says it, naming itself, and ends every rank, which may be waiting for it.
+int fail_on_this_rank(int code, const std::string& message) {
+  if (!mpi_launch::active() || mpi_launch::size() == 1) return fail(code, message);
+  const std::string line = fmt::format("canopy: error: rank {}: {}\n", mpi_launch::rank(), message);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  mpi_launch::abort_all(code);
+}
+
+// The commands that run across the ranks under mpiexec; the others run on one process.
+bool runs_distributed(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    const std::string& name = sub->get_name();
+    if (name == "accumulate" || name == "validate") return true;
+    if (name == "bench") return sub->get_subcommands().empty();  // not bench atomics, bench build
+  }
+  return false;
+}
+
 void set_up_logging(const std::string& level) {
   // Unbuffered stderr, no colour codes: the lines are read by people and by tests alike.
   auto logger = spdlog::stderr_logger_st("canopy");
   logger->set_pattern("canopy: %l: %v");
-  logger->set_level(spdlog::level::from_str(level));
+  // Under mpiexec rank 0 reports progress; the other ranks' lines would only repeat it.
+  const bool quiet_rank = mpi_launch::active() && mpi_launch::rank() != 0;
+  logger->set_level(quiet_rank ? spdlog::level::off : spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);
 }
 
@@ -93,6 +122,7 @@ void set_up_logging(const std::string& level) {
 
 int main(int argc, char** argv) {
   reserve_standard_streams();  // before anything opens a file
+  const mpi_launch mpi(argc, argv);  // MPI initialised only under mpiexec (mpi_launch.hpp)
   CLI::App app{
       "Canopy: GPU task scheduling for dependency-tree accumulation.\n"
       "Generate point sets, build octrees, run the upward pass on a backend and check it against\n"
@@ -144,9 +174,19 @@ int main(int argc, char** argv) {
     } else {
       fail(exit_bad_input, e.what());
     }
-    std::fputs(fmt::format("Run '{} --help' for more information.\n", command_path(app)).c_str(), stderr);
+    if (!mpi_launch::launched() || mpi_launch::launched_rank() == 0)
+      std::fputs(fmt::format("Run '{} --help' for more information.\n", command_path(app)).c_str(), stderr);
     return exit_bad_input;
   }
+
+  if (mpi_launch::launched_size() > 1 && !runs_distributed(app))
+    return fail(exit_bad_input, fmt::format("{}: runs on one process; only accumulate, validate and bench run across the "
+                                            "ranks of mpiexec (start it without mpiexec, or with -n 1)",
+                                            command_path(app)));
+  if (mpi_launch::launched() && !mpi_launch::active() && runs_distributed(app))
+    return fail(exit_bad_input, fmt::format("{}: this canopy was built without MPI, so it cannot run across the ranks of "
+                                            "mpiexec (tools/setup installs Open MPI; rebuild, or run it without mpiexec)",
+                                            command_path(app)));
 
   set_up_logging(log_level);
   remove_temporaries_on_signals();
@@ -156,20 +196,27 @@ int main(int argc, char** argv) {
     for (auto& [subcommand, run] : commands)
       if (subcommand->parsed()) return check_standard_output(run());
     return fail(exit_bad_input, "no command given");
+#if CANOPY_HAVE_DISTRIBUTED
+  } catch (const canopy::distributed::distributed_error& e) {
+    // Every rank has it (agreed); rank 0 says it. A phase that reads or checks what the user gave
+    // failed on bad input; any other, in the run.
+    const bool input = e.phase() == "read" || e.phase() == "options" || e.phase() == "backend";
+    return fail(input ? exit_bad_input : exit_failed, e.what());
+#endif
   } catch (const usage_error& e) {
-    return fail(exit_bad_input, e.what());
+    return fail_on_this_rank(exit_bad_input, e.what());
   } catch (const canopy::trees::input_error& e) {
-    return fail(exit_bad_input, e.what());
+    return fail_on_this_rank(exit_bad_input, e.what());
   } catch (const std::filesystem::filesystem_error& e) {
     // I/O failures of the writers; name the file first, like every other message.
-    return fail(exit_code_of(e.code()), fmt::format("{}: {}", e.path1().string(), e.code().message()));
+    return fail_on_this_rank(exit_code_of(e.code()), fmt::format("{}: {}", e.path1().string(), e.code().message()));
   } catch (const canopy::error& e) {
-    return fail(e.code() == canopy::status::invalid_argument ? exit_bad_input : exit_failed, e.what());
+    return fail_on_this_rank(e.code() == canopy::status::invalid_argument ? exit_bad_input : exit_failed, e.what());
   } catch (const std::invalid_argument& e) {
-    return fail(exit_bad_input, e.what());
+    return fail_on_this_rank(exit_bad_input, e.what());
   } catch (const std::bad_alloc&) {
-    return fail(exit_failed, "out of memory");
+    return fail_on_this_rank(exit_failed, "out of memory");
   } catch (const std::exception& e) {
-    return fail(exit_failed, e.what());
+    return fail_on_this_rank(exit_failed, e.what());
   }
 }

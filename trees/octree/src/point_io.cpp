@@ -412,6 +412,33 @@ std::vector<point> read_points_binary(const std::filesystem::path& path) {
   return points;
 }
 
+std::vector<point> read_points_binary_part(const std::filesystem::path& path, std::size_t part, std::size_t parts,
+                                           std::uint64_t* total) {
+  const std::string file = path.string();
+  if (parts < 1 || part >= parts)
+    throw input_error(file, "part " + std::to_string(part) + " of " + std::to_string(parts) + " does not exist");
+  std::ifstream in = open_for_reading(path);
+  const std::uintmax_t size = std::filesystem::file_size(path);
+  check_header_size(size, file);
+  unsigned char header[point_file_header_bytes];
+  if (!in.read(reinterpret_cast<char*>(header), sizeof header)) throw input_error(file, "cannot read the header");
+  const std::uint64_t count = checked_count(header, size, file);
+  if (total != nullptr) *total = count;
+  // count * k / parts without overflow (k <= parts): the quotient's and the remainder's shares.
+  const auto bound = [&](std::size_t k) -> std::uint64_t {
+    return count / parts * k + count % parts * k / parts;
+  };
+  const std::uint64_t begin = bound(part), end = bound(part + 1);
+  std::vector<point> points(static_cast<std::size_t>(end - begin));
+  in.seekg(static_cast<std::streamoff>(point_file_header_bytes + begin * record_bytes));
+  if (!in.read(reinterpret_cast<char*>(points.data()), static_cast<std::streamsize>(points.size() * record_bytes))) {
+    throw input_error(file, "read failed after " + std::to_string(in.gcount()) + " data bytes of part " +
+                                std::to_string(part));
+  }
+  validate_points(file, points, static_cast<std::size_t>(begin));
+  return points;
+}
+
 std::vector<point> parse_points_binary(std::span<const std::byte> bytes, std::string_view source) {
   const std::string file(source);
   check_header_size(bytes.size(), file);

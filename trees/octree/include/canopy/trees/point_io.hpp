@@ -87,6 +87,13 @@ std::vector<point> read_points(const std::filesystem::path& path, const read_opt
 std::vector<point> parse_points(std::span<const std::byte> bytes, const read_options& options = {},
                                 std::string_view source = "<memory>");
 std::vector<point> read_points_binary(const std::filesystem::path& path);
+// Part `part` of `parts` of a Canopy binary file: its points [count * part / parts,
+// count * (part + 1) / parts), read with one seek, so that a rank of a distributed run reads only
+// its share (the parts of all ranks are the file, in order). The header is checked as by
+// read_points_binary; an invalid point's message gives its index in the whole file. `total`, when
+// given, receives the file's point count. Throws input_error for parts < 1 or part outside [0, parts).
+std::vector<point> read_points_binary_part(const std::filesystem::path& path, std::size_t part, std::size_t parts,
+                                           std::uint64_t* total = nullptr);
 std::vector<point> read_points_csv(const std::filesystem::path& path);
 
 // The same readers over bytes already in memory (a network buffer, a memory-mapped file, the
