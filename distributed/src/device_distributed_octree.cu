@@ -249,10 +249,15 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
     v[static_cast<std::size_t>(a)] = local.lo[a];
     v[static_cast<std::size_t>(3 + a)] = -local.hi[a];
   }
-  upload_n(s.box6, v, stream);
-  ex.all_reduce(s.box6.data(), 6, element_type::f32, reduce_op::min);
-  ex.synchronize();
-  v = download_n(s.box6, 6, stream);
+  // Each exchange below runs inside a phase: a rank whose collective fails (an NCCL or CUDA
+  // error; the others then give up at the exchange's deadline with a peer_wait_error) reaches the
+  // same agreement as the others, which names it, instead of leaving them in the next collective.
+  ctx.phase("extent exchange", [&] {
+    upload_n(s.box6, v, stream);
+    ex.all_reduce(s.box6.data(), 6, element_type::f32, reduce_op::min);
+    ex.synchronize();
+    v = download_n(s.box6, 6, stream);
+  });
   trees::box cube{{0.0, 0.0, 0.0}, {1.0, 1.0, 1.0}};
   if (v[0] <= -v[3]) {
     const double lo[3] = {v[0], v[1], v[2]};
@@ -294,8 +299,8 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
       CANOPY_CUDA_TRY(cudaGetLastError());
     }
     s.sorted_codes = keys.Current();
+    CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // so that the phase's time is its own, and its errors
   });
-  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // so that the phase's time is its own
   pt.sort = lap(clock);
 
   // The global tree: each level's octant counts by binary searches, summed by NCCL.
@@ -311,17 +316,20 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
     ex.synchronize();
     return download_n(s.positions, 8 * cells, stream);
   };
-  s.top = build_global_tree(ctx, cube, total, counter, options);
+  ctx.phase("global tree", [&] { s.top = build_global_tree(ctx, cube, total, counter, options); });
   pt.global_tree = lap(clock);
 
   // Migration: the send counts from the ranks' first keys, the points by grouped send/receive.
   const auto ranks = static_cast<std::size_t>(ctx.size());
-  upload_n(s.keys, s.top.key_begin, stream);
-  ensure(s.positions, ranks + 1);
-  lower_bounds<<<blocks_for(ranks + 1), block_threads, 0, stream>>>(s.sorted_codes, n, s.keys.data(),
-                                                                    static_cast<std::int32_t>(ranks + 1), s.positions.data());
-  CANOPY_CUDA_TRY(cudaGetLastError());
-  const std::vector<std::uint64_t> at = download_n(s.positions, ranks + 1, stream);
+  std::vector<std::uint64_t> at;
+  ctx.phase("rank ranges", [&] {
+    upload_n(s.keys, s.top.key_begin, stream);
+    ensure(s.positions, ranks + 1);
+    lower_bounds<<<blocks_for(ranks + 1), block_threads, 0, stream>>>(s.sorted_codes, n, s.keys.data(),
+                                                                      static_cast<std::int32_t>(ranks + 1), s.positions.data());
+    CANOPY_CUDA_TRY(cudaGetLastError());
+    at = download_n(s.positions, ranks + 1, stream);
+  });
   std::vector<std::uint64_t> send64(ranks);
   for (std::size_t r = 0; r < ranks; ++r) send64[r] = at[r + 1] - at[r];
   const std::vector<std::uint64_t> recv64 = ctx.all_to_all(send64);
@@ -332,11 +340,13 @@ void device_distributed_octree::build(const mpi_context& ctx, nccl_exchange& ex,
     ensure(s.mine, s.held);
     if (s.words > 0) ensure(s.companions_mine, s.held * static_cast<std::size_t>(s.words));
   });
-  all_to_all_v(ex, s.sorted.data(), send, s.mine.data(), recv);
-  if (s.words > 0) {
-    ex.all_to_all_v(s.companions_sorted.data(), send, s.companions_mine.data(), recv, 4 * static_cast<std::size_t>(s.words));
-  }
-  ex.synchronize();
+  ctx.phase("migration", [&] {
+    all_to_all_v(ex, s.sorted.data(), send, s.mine.data(), recv);
+    if (s.words > 0) {
+      ex.all_to_all_v(s.companions_sorted.data(), send, s.companions_mine.data(), recv, 4 * static_cast<std::size_t>(s.words));
+    }
+    ex.synchronize();
+  });
   pt.migrate = lap(clock);
 
   // The local tree over the global cube, and where each owned global leaf lies in it.
@@ -432,21 +442,25 @@ std::vector<multipole<float>> device_distributed_octree::upward(const mpi_contex
   pt.pass_wait = lap(clock);
 
   const auto owned = static_cast<std::int32_t>(s.branches.size());
-  ensure(s.branch_payloads, s.branches.size());
-  if (owned != 0) {
-    gather_branches<<<blocks_for(s.branches.size()), block_threads, 0, stream>>>(
-        s.built.tree.ref(), s.payloads.data(), s.device_branches.data(), owned, s.branch_payloads.data());
-    CANOPY_CUDA_TRY(cudaGetLastError());
-  }
-  pt.branches = lap(clock);
-
   const auto ranks = static_cast<std::size_t>(ctx.size());
   std::vector<std::size_t> counts(ranks);
   for (std::size_t r = 0; r < ranks; ++r) counts[r] = static_cast<std::size_t>(s.top.leaf_begin[r + 1] - s.top.leaf_begin[r]);
-  ensure(s.leaf_payloads, s.top.leaves.size());
-  all_gather_v(ex, s.branch_payloads.data(), s.leaf_payloads.data(), counts);
-  ex.synchronize();
-  const std::vector<multipole<float>> leaves = download_n(s.leaf_payloads, s.top.leaves.size(), stream);
+  std::vector<multipole<float>> leaves;
+  // One phase for the branch payloads and their exchange (see "extent exchange" in build): its
+  // failures are agreed like the others.
+  ctx.phase("branch exchange", [&] {
+    ensure(s.branch_payloads, s.branches.size());
+    if (owned != 0) {
+      gather_branches<<<blocks_for(s.branches.size()), block_threads, 0, stream>>>(
+          s.built.tree.ref(), s.payloads.data(), s.device_branches.data(), owned, s.branch_payloads.data());
+      CANOPY_CUDA_TRY(cudaGetLastError());
+    }
+    pt.branches = lap(clock);
+    ensure(s.leaf_payloads, s.top.leaves.size());
+    all_gather_v(ex, s.branch_payloads.data(), s.leaf_payloads.data(), counts);
+    ex.synchronize();
+    leaves = download_n(s.leaf_payloads, s.top.leaves.size(), stream);
+  });
   pt.exchange = lap(clock);
 
   std::vector<multipole<float>> top = combine_top_tree(s.top, leaves);

@@ -607,41 +607,43 @@ class nccl_device_step final : public device_step {
       reserve(w_point_count_, walk_nodes);
       reserve(w_payload_, walk_nodes);
     });
-    if (n_ > 0)
-      CANOPY_CUDA_TRY(cudaMemcpyAsync(walk_points_.data(), pos_.data(), static_cast<std::size_t>(n_) * sizeof(ct::point),
-                                      cudaMemcpyDeviceToDevice, s));
-    cd::all_to_all_v(ex_, send_records_.data(), node_send, recv_records_.data(), node_recv);
-    cd::all_to_all_v(ex_, send_bodies_.data(), body_send, walk_points_.data() + n_, body_recv);
-    ex_.synchronize();
-    let_ = let_stats{nodes_total, bodies_total, nodes_in, bodies_in};
+    // The exchange and the links in one phase: a rank whose collective or kernel fails (the others
+    // then give up at the exchange's deadline, a peer_wait_error) is named by the agreement.
+    ctx_.phase("essential tree exchange", [&] {
+      if (n_ > 0)
+        CANOPY_CUDA_TRY(cudaMemcpyAsync(walk_points_.data(), pos_.data(), static_cast<std::size_t>(n_) * sizeof(ct::point),
+                                        cudaMemcpyDeviceToDevice, s));
+      cd::all_to_all_v(ex_, send_records_.data(), node_send, recv_records_.data(), node_recv);
+      cd::all_to_all_v(ex_, send_bodies_.data(), body_send, walk_points_.data() + n_, body_recv);
+      ex_.synchronize();
+      let_ = let_stats{nodes_total, bodies_total, nodes_in, bodies_in};
 
-    // The links.
-    walk_nodes_ = static_cast<std::int32_t>(walk_nodes);
-    walk_point_count_ = static_cast<std::int32_t>(walk_points);
-    const walk_arrays w{w_first_child_.data(), w_child_count_.data(), w_point_begin_.data(), w_point_count_.data(),
-                        w_payload_.data()};
-    const auto Ti = static_cast<std::int32_t>(T);
-    if (T > 0) link_top<<<grid_for(Ti), body_block, 0, s>>>(w, top_first_child_.data(), top_child_count_.data(), top_payload_.data(), Ti);
-    if (L > 0) link_local<<<grid_for(L), body_block, 0, s>>>(w, local, tree_.local_payloads(), Ti);
-    if (k > 0) link_owned<<<grid_for(k), body_block, 0, s>>>(w, owned_leaves_.data(), tree_.device_branches(), k, Ti);
-    CANOPY_CUDA_TRY(cudaGetLastError());
-    CANOPY_CUDA_TRY(cudaMemsetAsync(counters_.data() + 2, 0, sizeof(std::int32_t), s));
-    std::size_t node_at = 0, body_at = static_cast<std::size_t>(n_);
-    for (std::size_t r = 0; r < ranks; ++r) {
-      if (node_recv[r] > 0) {
-        link_received<<<grid_for(static_cast<std::int64_t>(node_recv[r])), body_block, 0, s>>>(
-            w, recv_records_.data() + node_at, static_cast<std::int32_t>(node_recv[r]),
-            static_cast<std::int32_t>(T + static_cast<std::size_t>(L) + node_at), static_cast<std::int32_t>(body_at),
-            top_child_count_.data(), leaf_owner_.data(), Ti, static_cast<std::int32_t>(r), counters_.data() + 2);
-        CANOPY_CUDA_TRY(cudaGetLastError());
+      // The links.
+      walk_nodes_ = static_cast<std::int32_t>(walk_nodes);
+      walk_point_count_ = static_cast<std::int32_t>(walk_points);
+      const walk_arrays w{w_first_child_.data(), w_child_count_.data(), w_point_begin_.data(), w_point_count_.data(),
+                          w_payload_.data()};
+      const auto Ti = static_cast<std::int32_t>(T);
+      if (T > 0) link_top<<<grid_for(Ti), body_block, 0, s>>>(w, top_first_child_.data(), top_child_count_.data(), top_payload_.data(), Ti);
+      if (L > 0) link_local<<<grid_for(L), body_block, 0, s>>>(w, local, tree_.local_payloads(), Ti);
+      if (k > 0) link_owned<<<grid_for(k), body_block, 0, s>>>(w, owned_leaves_.data(), tree_.device_branches(), k, Ti);
+      CANOPY_CUDA_TRY(cudaGetLastError());
+      CANOPY_CUDA_TRY(cudaMemsetAsync(counters_.data() + 2, 0, sizeof(std::int32_t), s));
+      std::size_t node_at = 0, body_at = static_cast<std::size_t>(n_);
+      for (std::size_t r = 0; r < ranks; ++r) {
+        if (node_recv[r] > 0) {
+          link_received<<<grid_for(static_cast<std::int64_t>(node_recv[r])), body_block, 0, s>>>(
+              w, recv_records_.data() + node_at, static_cast<std::int32_t>(node_recv[r]),
+              static_cast<std::int32_t>(T + static_cast<std::size_t>(L) + node_at), static_cast<std::int32_t>(body_at),
+              top_child_count_.data(), leaf_owner_.data(), Ti, static_cast<std::int32_t>(r), counters_.data() + 2);
+          CANOPY_CUDA_TRY(cudaGetLastError());
+        }
+        node_at += node_recv[r];
+        body_at += body_recv[r];
       }
-      node_at += node_recv[r];
-      body_at += body_recv[r];
-    }
-    std::int32_t bad = 0;
-    CANOPY_CUDA_TRY(cudaMemcpyAsync(&bad, counters_.data() + 2, sizeof(bad), cudaMemcpyDeviceToHost, s));
-    CANOPY_CUDA_TRY(cudaStreamSynchronize(s));
-    ctx_.phase("essential tree", [&] {
+      std::int32_t bad = 0;
+      CANOPY_CUDA_TRY(cudaMemcpyAsync(&bad, counters_.data() + 2, sizeof(bad), cudaMemcpyDeviceToHost, s));
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(s));
       if (bad != 0) throw std::logic_error("an essential tree's root is not a global leaf of its sender");
     });
   }
