@@ -114,6 +114,46 @@ __device__ __forceinline__ void execute_chain(const Ops& ops, const scheduler_re
   }
 }
 
+/// A DAG task with more successors than this is resolved by its whole lane group (lane k arrives
+/// at successors k, k + G, ...), not by the one lane that holds it: one round of arrive_each's
+/// relaxed fetch_subs is four wide, so a lane alone pays a chain of L2 round trips for every four
+/// successors, while the block waits at its barrier. The FMM's up tasks have hundreds to thousands
+/// of successors (one per M2L target waiting for them): one lane took about 75 rounds for 300.
+inline constexpr int wide_successors = 4;
+
+/// The continuation mode's resolution of a full batch: task i of the batch is the share of group
+/// i % groups (one task per lane of it: tasks per group <= G), each lane resolving its own task, so
+/// that the arrivals of several tasks overlap; a DAG task with more than wide_successors successors
+/// is resolved afterwards by every lane of its group, one such task after the other.
+template <class Ops, int G, class Stage>
+__device__ __forceinline__ void resolve_share(const scheduler_ref& r, const batch_view& cur, const task_id* batch, int todo,
+                                              int group, int groups, const lane_group<G>& g, Stage&& stage) {
+  const bool tree = tree_only_of<Ops> || r.graph.succ_offsets == nullptr;
+  if (G == 1 || tree) {
+    for (int i = group + g.rank * groups; i < todo; i += groups * G) {
+      const int succs = resolve_successors<device_scope, tree_only_of<Ops>>(r.graph, cur.at(r, batch, i), stage);
+      if (succs == 0) sink_finished<device_scope>(r);
+    }
+    return;
+  }
+  if constexpr (!tree_only_of<Ops>) {
+    const int i = group + g.rank * groups;  // at most one task a lane: todo <= groups * G
+    std::int32_t b = 0, e = 0;
+    if (i < todo) {
+      const task_id done = cur.at(r, batch, i);
+      b = r.graph.succ_offsets[done];
+      e = r.graph.succ_offsets[done + 1];
+      if (e == b) sink_finished<device_scope>(r);
+    }
+    const bool wide = e - b > wide_successors;
+    if (!wide) arrive_each<device_scope>(r.graph, b, e, 1, stage);
+    for (int leader = g.first_with(wide); leader >= 0; leader = g.first_with(wide && g.rank > leader)) {
+      const std::int32_t wb = g.from_lane(b, leader), we = g.from_lane(e, leader);
+      arrive_each<device_scope>(r.graph, wb + g.rank, we, G, stage);
+    }
+  }
+}
+
 /// The longest an idle block sleeps before it looks at the queues again: 1/64 of the time the run
 /// has taken so far, at least 512 ns, at most r.idle_sleep_max_ns; and a block that has been idle
 /// for more than 16 of those longest sleeps, at most 1/16 of its idle time, up to
@@ -391,11 +431,7 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
             invoke_task(ops, cur.at(r, batch, i), g);
           }
           g.sync();
-          for (int i = group + g.rank * groups; i < todo; i += groups * G) {
-            const task_id done = cur.at(r, batch, i);
-            const int succs = resolve_successors<device_scope, tree_only_of<Ops>>(r.graph, done, stage);
-            if (succs == 0) sink_finished<device_scope>(r);
-          }
+          resolve_share<Ops>(r, cur, batch, todo, group, groups, g, stage);
         }
         __syncthreads();
         if (tid == 0) {
@@ -414,12 +450,14 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
             }
           }
           if (k > 0) {
+            // A DAG's worker keeps about one batch in the queues only it pops (push_some says why).
+            const int per_queue = !tree_only_of<Ops> && r.graph.succ_offsets != nullptr ? batch_max : 0;
             if (T.continuation && !climb) {
               // Every thread is past the barrier above, done with `batch`: the rest goes there.
-              const int done = push_some<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k);
+              const int done = push_some<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k, per_queue);
               for (int i = done; i < k; ++i) batch[left++] = staged[i];
             } else {
-              push_batch<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k);
+              push_batch<device_scope, M>(r, worker, &ms.priv, ms.tick, staged, k, per_queue);
             }
           }
           s_staged = 0;

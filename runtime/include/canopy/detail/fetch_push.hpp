@@ -72,22 +72,30 @@ CANOPY_HD batch_view fetch_batch(const scheduler_ref& r, int worker, local_ring*
 
 /// Pushes up to n ready tasks in push order: private, a shared queue (own, or picked by the
 /// policy), global. Returns how many found room (in order: in[0 .. returned) are queued).
+///
+/// `per_queue` caps what the private queue and each shared queue take of this push (0: no cap);
+/// the rest goes to the global queue. Only one worker pops a private or a shared queue, so a DAG
+/// task that makes hundreds of tasks ready at once (the FMM's up task, whose M2L targets wait for
+/// it) would leave them all to one worker while the others idle; the GPU's block loop passes its
+/// batch size for DAGs, so a worker keeps about one batch and every idle worker can take the rest.
+/// A tree's task makes at most one task ready, so a tree's push never reaches the cap.
 template <cuda::thread_scope S, mode M>
 CANOPY_HD int push_some(const scheduler_ref& r, int worker, local_ring* priv, std::uint32_t& tick, const task_id* in,
-                        int n) {
+                        int n, int per_queue = 0) {
   constexpr mode_traits T = traits_of(M);
+  const auto room = [&](int done) { return per_queue > 0 && n - done > per_queue ? per_queue : n - done; };
   int done = 0;
-  if constexpr (T.private_queues) done += priv->try_push(in, n);
+  if constexpr (T.private_queues) done += priv->try_push(in, room(0));
   if constexpr (T.shared_queues) {
     if constexpr (T.balanced_push) {
       for (int attempt = 0; attempt < 3 && done < n; ++attempt) {
         const int q = pick_shared_queue(r.policy, worker, r.worker_count, tick, attempt,
                                         [&](int i) { return r.shared_ring<S>(i); });
-        done += r.shared_ring<S>(q).try_push(in + done, n - done);
+        done += r.shared_ring<S>(q).try_push(in + done, room(done));
       }
       ++tick;
     } else {
-      if (done < n) done += r.shared_ring<S>(worker).try_push(in + done, n - done);
+      if (done < n) done += r.shared_ring<S>(worker).try_push(in + done, room(done));
     }
   }
   if (done < n) {
@@ -101,8 +109,8 @@ CANOPY_HD int push_some(const scheduler_ref& r, int worker, local_ring* priv, st
 /// task that found no room and returns false.
 template <cuda::thread_scope S, mode M>
 CANOPY_HD bool push_batch(const scheduler_ref& r, int worker, local_ring* priv, std::uint32_t& tick, const task_id* in,
-                          int n) {
-  const int done = push_some<S, M>(r, worker, priv, tick, in, n);
+                          int n, int per_queue = 0) {
+  const int done = push_some<S, M>(r, worker, priv, tick, in, n, per_queue);
   if (done < n) {
     fail<S>(r, status::queue_overflow, in[done]);
     return false;
