@@ -22,8 +22,22 @@ namespace canopy::detail {
 #define CANOPY_KERNEL_MAX_REGISTERS 64
 #endif
 
+/// Ops whose tasks hold large per-thread state (the FMM's expansions: 84 floats each at order 6)
+/// may declare `static constexpr int max_registers = N;` (32 .. 255) instead: at 64 their bodies
+/// spill, and a kernel of many more resident threads keeps more local memory live than L1 holds.
+/// The grid is sized by the occupancy API, so fewer blocks become resident.
+template <class Ops>
+constexpr int max_registers_of() {
+  if constexpr (requires { Ops::max_registers; }) {
+    static_assert(Ops::max_registers >= 32 && Ops::max_registers <= 255, "Ops::max_registers must be 32..255");
+    return Ops::max_registers;
+  } else {
+    return CANOPY_KERNEL_MAX_REGISTERS;
+  }
+}
+
 template <class Ops, mode M>
-__global__ void __maxnreg__(CANOPY_KERNEL_MAX_REGISTERS) persistent_kernel(Ops ops, const __grid_constant__ scheduler_ref r) {
+__global__ void __maxnreg__(max_registers_of<Ops>()) persistent_kernel(Ops ops, const __grid_constant__ scheduler_ref r) {
   begin_run(r);
   if constexpr (traits_of(M).block_fetch) block_fetch_loop<Ops, M>(ops, r);
   else warp_master_loop<Ops, M>(ops, r);

@@ -159,10 +159,17 @@ struct gpu_tasks {
 // The scheduler's Ops for the whole DAG: a warp per task, the kind read off the id's range.
 // One task per group and batch: the tasks are long (a P = 8 M2L list is tens of microseconds of
 // one warp), so a group that took four would hold work that idle warps could run.
+//
+// The register budget is the level graph's: its phase kernels have no cap, and ptxas gives the
+// order-6 M2L and up kernels 127 and 130 registers (220 and 254 at order 8). At the scheduler's
+// default cap of 64 the same bodies spilled (228 bytes of spill stores a call in m2l_into at
+// order 6, 748 in up) and twice the threads kept their expansions in local memory at once: the two
+// schedules ran different machine code, not only different orders.
 template <int P>
 struct dag_ops {
   static constexpr int group_size = 32;
   static constexpr int tasks_per_group = 1;
+  static constexpr int max_registers = P >= 8 ? 224 : 128;
   gpu_tasks<P> tasks;
 
   template <int G>
