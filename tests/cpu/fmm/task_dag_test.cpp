@@ -34,14 +34,16 @@ struct problem {
   std::vector<cf::cell_geometry> geometry;
   cf::interaction_lists lists;
   cf::task_dag dag;
+  int wait_levels = 0;  // the dag's dag_shape::m2l_wait_levels
 };
 
-problem make_problem(std::vector<ct::point> points, int max_leaf, double theta) {
+problem make_problem(std::vector<ct::point> points, int max_leaf, double theta, int wait_levels = 0) {
   problem p;
   p.tree = ct::build_octree(points, {max_leaf, 21});
   p.geometry = cf::compute_cell_geometry(p.tree);
   p.lists = cf::build_interaction_lists(p.tree, p.geometry, theta);
-  p.dag = cf::build_task_dag(p.tree, p.lists);
+  p.wait_levels = wait_levels;
+  p.dag = cf::build_task_dag(p.tree, p.lists, cf::dag_shape{wait_levels});
   return p;
 }
 
@@ -60,8 +62,12 @@ std::vector<std::set<canopy::task_id>> expected_predecessors(const problem& p) {
       pred[static_cast<std::size_t>(n)].insert(c);
   for (std::size_t i = 0; i < d.m2l_target.size(); ++i) {
     const auto n = static_cast<std::size_t>(d.m2l_target[i]);
-    for (std::int32_t k = p.lists.m2l_offset[n]; k < p.lists.m2l_offset[n + 1]; ++k)
-      pred[static_cast<std::size_t>(d.ranges.m2l_begin) + i].insert(p.lists.m2l_source[static_cast<std::size_t>(k)]);
+    for (std::int32_t k = p.lists.m2l_offset[n]; k < p.lists.m2l_offset[n + 1]; ++k) {
+      // The source, or its ancestor wait_levels up (the root at most).
+      std::int32_t w = p.lists.m2l_source[static_cast<std::size_t>(k)];
+      for (int up = 0; up < p.wait_levels && w != 0; ++up) w = t.parent[static_cast<std::size_t>(w)];
+      pred[static_cast<std::size_t>(d.ranges.m2l_begin) + i].insert(w);
+    }
   }
   for (std::size_t i = 0; i < d.down_node.size(); ++i) {
     const std::int32_t n = d.down_node[i];
@@ -231,6 +237,26 @@ TEST(FmmTaskDag, SchedulerRunsEqualTheSerialRunAndEvaluate) {
   const problem u = make_problem(ct::generate_uniform(2000, 22), 8, 0.7);
   check_runs<double, 6>(u, 5e-14);
   check_runs<float, 6>(u, 2e-5);
+}
+
+// m2l tasks that wait for their sources' ancestors (dag_shape): each waited-for node once, fewer
+// edges, the same fields bit for bit (the bodies and their order of sums do not change).
+TEST(FmmTaskDag, CoarserM2lWaitsGiveFewerEdgesAndTheSameFields) {
+  const problem fine = make_problem(ct::generate_plummer(3000, 41), 16, 0.5);
+  const auto reference = run_serial<float, 6>(fine);
+  std::size_t edges = fine.dag.graph.successors().size();
+  for (const int k : {1, 2, 3, 30}) {
+    SCOPED_TRACE(k);
+    const problem p = make_problem(ct::generate_plummer(3000, 41), 16, 0.5, k);
+    check_structure(p);
+    if (k == 1) EXPECT_LT(p.dag.graph.successors().size(), edges);
+    else EXPECT_LE(p.dag.graph.successors().size(), edges);
+    edges = p.dag.graph.successors().size();
+    EXPECT_TRUE(same_bits(run_serial<float, 6>(p), reference));
+    if (k == 2) check_runs<float, 6>(p, 2e-5);  // the scheduler in many orders (one shape: the test's time)
+  }
+  const problem p = make_problem(ct::generate_plummer(100, 1), 8, 0.5);
+  EXPECT_THROW(cf::build_task_dag(p.tree, p.lists, cf::dag_shape{-1}), std::invalid_argument);
 }
 
 TEST(FmmTaskDag, DegenerateTrees) {

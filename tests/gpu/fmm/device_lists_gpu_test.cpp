@@ -136,14 +136,18 @@ TEST_F(fmm_device_lists, ListsRejectWhatTheHostRejects) {
 }
 
 TEST_F(fmm_device_lists, DagEqualsTheHostsTaskForTask) {
-  for (const point_set& s : point_sets()) {
-    SCOPED_TRACE(s.name);
+  // Every shape (dag_shape::m2l_wait_levels): the sources themselves, and ancestors 1, 2 and 30
+  // levels up (merged waits: the device's unique pass against the host's).
+  for (const point_set& s : point_sets())
+  for (const int wait_levels : {0, 1, 2, 30}) {
+    SCOPED_TRACE(s.name + ", m2l_wait_levels " + std::to_string(wait_levels));
     const built b = build(s.points, s.max_leaf);
     cf::interaction_lists host_lists = cf::build_interaction_lists(b.host, cf::compute_cell_geometry(b.host), 0.5);
     cf::sort_sources(host_lists);
-    const cf::task_dag host = cf::build_task_dag(b.host, host_lists);
+    const cf::task_dag host = cf::build_task_dag(b.host, host_lists, cf::dag_shape{wait_levels});
     const canopy::device_buffer<cf::cell_geometry> geometry = cf::compute_cell_geometry(b.device);
-    const cf::device_task_dag d = cf::build_task_dag(b.device, cf::build_interaction_lists(b.device, geometry, 0.5));
+    const cf::device_task_dag d =
+        cf::build_task_dag(b.device, cf::build_interaction_lists(b.device, geometry, 0.5), nullptr, cf::dag_shape{wait_levels});
     const cf::task_dag got = d.download();
     EXPECT_EQ(got.ranges.m2l_begin, host.ranges.m2l_begin);
     EXPECT_EQ(got.ranges.down_begin, host.ranges.down_begin);
@@ -203,6 +207,20 @@ void expect_same_evaluation(const built& b, int order, double theta, double eps2
     const std::vector<cf::field<float>> got = from_device.fields();
     ASSERT_EQ(got.size(), expect.size());
     EXPECT_TRUE(same_bytes(got.data(), expect.data(), got.size() * sizeof(got[0]))) << "DAG run " << run;
+  }
+  // A DAG whose m2l tasks wait for ancestors two levels up (fewer edges, tasks with thousands of
+  // successors, which the runtime resolves over a warp): the same bodies in the same order of
+  // sums, so the same bits.
+  cf::gpu_evaluator coarse(order, b.device, theta, eps2, options, nullptr, cf::dag_shape{2});
+  coarse.poison();
+  coarse.enqueue_dag();
+  CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+  {
+    const canopy::run_result r = coarse.last_dag_result();
+    ASSERT_TRUE(r.ok()) << canopy::to_string(r.code) << ": " << r.message;
+    const std::vector<cf::field<float>> got = coarse.fields();
+    ASSERT_EQ(got.size(), expect.size());
+    EXPECT_TRUE(same_bytes(got.data(), expect.data(), got.size() * sizeof(got[0]))) << "DAG, m2l_wait_levels 2";
   }
   // The level graphs against the host path's level graphs: they run every task body with a warp,
   // while some scheduler modes run the DAG's tasks with fewer lanes, which sums in another order.

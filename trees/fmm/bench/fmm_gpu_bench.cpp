@@ -5,6 +5,12 @@
 //
 //   canopy_fmm_gpu_bench [--n 65536,1048576] [--order 4|6|8] [--theta 0.5] [--eps2 1e-6]
 //                        [--max-leaf 32] [--reps 20] [--sample 1000] [--full-check 200000] [--seed 1]
+//                        [--m2l-wait-levels 0,2]
+//
+// --m2l-wait-levels lists DAG shapes (task_dag.hpp's dag_shape): each value k is one more DAG
+// variant, its m2l tasks waiting for the up task of each source's ancestor k levels up (0: every
+// source, one edge per M2L pair), each in an evaluator of its own over the same tree and lists.
+// The level graphs run on the first evaluator (they do not depend on the shape).
 //
 // Two clocks (bench/README's): stream time, CUDA events around the enqueue with no host wait
 // inside; end to end, the host clock from the call until the host knows the run succeeded (stream
@@ -29,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -49,12 +56,13 @@ struct options {
   std::size_t sample = 1000;
   std::size_t full_check = 200000;
   std::uint64_t seed = 1;
+  std::vector<int> m2l_wait_levels{0, 2};
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "canopy_fmm_gpu_bench: %s\nusage: canopy_fmm_gpu_bench [--n N[,N...]] [--order 4|6|8] [--theta T] [--eps2 E]\n"
-               "       [--max-leaf L] [--reps R] [--sample S] [--full-check N] [--seed S]\n",
+               "       [--max-leaf L] [--reps R] [--sample S] [--full-check N] [--seed S] [--m2l-wait-levels K[,K...]]\n",
                why.c_str());
   std::exit(2);
 }
@@ -78,6 +86,11 @@ options parse(int argc, char** argv) {
       else if (a == "--sample") o.sample = std::stoull(v);
       else if (a == "--full-check") o.full_check = std::stoull(v);
       else if (a == "--seed") o.seed = std::stoull(v);
+      else if (a == "--m2l-wait-levels") {
+        o.m2l_wait_levels.clear();
+        std::stringstream ss(v);
+        for (std::string item; std::getline(ss, item, ',');) o.m2l_wait_levels.push_back(std::stoi(item));
+      }
       else usage("unknown option " + a);
     } catch (const std::logic_error&) {
       usage("bad value '" + v + "' for " + a);
@@ -85,6 +98,8 @@ options parse(int argc, char** argv) {
   }
   if (!cf::gpu_order_supported(o.order)) usage("--order must be 4, 6 or 8");
   if (o.reps < 1 || o.sizes.empty()) usage("--reps must be >= 1 and --n must name a size");
+  if (o.m2l_wait_levels.empty() || *std::min_element(o.m2l_wait_levels.begin(), o.m2l_wait_levels.end()) < 0)
+    usage("--m2l-wait-levels must name levels >= 0");
   return o;
 }
 
@@ -170,17 +185,31 @@ int run_size(const options& o, std::size_t n) {
   const double cpu_s = seconds_since(t_cpu);
   const std::vector<std::int32_t> checked = check_all ? std::vector<std::int32_t>{} : sample;
 
-  cf::gpu_evaluator fmm(o.order, tree, geometry, lists, o.eps2);
+  std::vector<std::unique_ptr<cf::gpu_evaluator>> dags;
+  for (const int k : o.m2l_wait_levels)
+    dags.push_back(std::make_unique<cf::gpu_evaluator>(o.order, tree, geometry, lists, o.eps2, canopy::scheduler_options{},
+                                                       cf::dag_shape{k}));
+  cf::gpu_evaluator& fmm = *dags.front();
   const cf::task_dag& dag = fmm.dag();
   std::printf("\n## Plummer %zu points, order %d, theta %.2f, eps2 %g, max_leaf %d\n\n", n, o.order, o.theta, o.eps2, o.max_leaf);
   std::printf("tree: %d nodes, %zu leaves, depth %d; M2L pairs %zu, P2P leaf pairs %zu; host tree+lists %.2f s, "
               "CPU reference (%s) %.2f s\n",
               tree.node_count(), tree.leaves.size(), tree.depth, lists.m2l_source.size(), lists.p2p_source.size(),
               host_lists_s, check_all ? "every point" : "sample", cpu_s);
-  std::printf("DAG: %d tasks (up %d, m2l %zu, down %zu, l2p %zu, p2p %zu), %zu edges; level graph %d kernels "
+  std::printf("DAG: %d tasks (up %d, m2l %zu, down %zu, l2p %zu, p2p %zu); level graph %d kernels "
               "(%d with the P2P branch)\n",
               dag.task_count(), dag.ranges.m2l_begin, dag.m2l_target.size(), dag.down_node.size(), dag.l2p_leaf.size(),
-              dag.p2p_leaf.size(), dag.graph.successors().size(), fmm.level_graph_kernels(false), fmm.level_graph_kernels(true));
+              dag.p2p_leaf.size(), fmm.level_graph_kernels(false), fmm.level_graph_kernels(true));
+  std::vector<std::string> dag_names;
+  for (std::size_t i = 0; i < dags.size(); ++i) {
+    const canopy::task_graph& g = dags[i]->dag().graph;
+    std::int32_t widest = 0;
+    for (std::size_t t = 0; t + 1 < g.succ_offsets().size(); ++t) widest = std::max(widest, g.succ_offsets()[t + 1] - g.succ_offsets()[t]);
+    const int k = o.m2l_wait_levels[i];
+    dag_names.push_back(k == 0 ? std::string("task DAG (m2l waits for each source)")
+                               : "task DAG (m2l waits " + std::to_string(k) + " levels up)");
+    std::printf("DAG shape m2l_wait_levels %d: %zu edges, at most %d successors a task\n", k, g.successors().size(), widest);
+  }
 
   cudaStream_t stream = nullptr;
   cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -190,19 +219,23 @@ int run_size(const options& o, std::size_t n) {
 
   struct variant {
     const char* name;
+    cf::gpu_evaluator* ev;
     std::function<void()> enqueue;
     bool scheduler;
     std::vector<double> t1, t2;
   };
-  std::vector<variant> variants{
-      {"task DAG (one persistent kernel)", [&] { fmm.enqueue_dag(stream); }, true, {}, {}},
-      {"level graph (serial phases)", [&] { fmm.enqueue_level_graph(stream, false); }, false, {}, {}},
-      {"level graph (P2P on a branch)", [&] { fmm.enqueue_level_graph(stream, true); }, false, {}, {}},
-  };
+  std::vector<variant> variants;
+  for (std::size_t i = 0; i < dags.size(); ++i) {
+    cf::gpu_evaluator* ev = dags[i].get();
+    variants.push_back({dag_names[i].c_str(), ev, [ev, stream] { ev->enqueue_dag(stream); }, true, {}, {}});
+  }
+  variants.push_back({"level graph (serial phases)", &fmm, [&] { fmm.enqueue_level_graph(stream, false); }, false, {}, {}});
+  variants.push_back({"level graph (P2P on a branch)", &fmm, [&] { fmm.enqueue_level_graph(stream, true); }, false, {}, {}});
+  const std::size_t first_graph = dags.size();
   const auto finish = [&](const variant& v) {
     cuda_ok(cudaStreamSynchronize(stream), v.name);
     if (v.scheduler) {
-      const canopy::run_result r = fmm.last_dag_result();
+      const canopy::run_result r = v.ev->last_dag_result();
       if (!r.ok()) {
         std::fprintf(stderr, "canopy_fmm_gpu_bench: %s: %s (%s)\n", v.name, std::string(canopy::to_string(r.code)).c_str(),
                      r.message.c_str());
@@ -211,8 +244,8 @@ int run_size(const options& o, std::size_t n) {
     }
   };
   const auto check = [&](const variant& v, const char* when) {
-    const double d = difference(fmm.fields(), cpu, checked);
-    std::printf("check %-34s %-12s largest difference to the CPU %.2e (bound %.0e)\n", v.name, when, d, rounding_bound);
+    const double d = difference(v.ev->fields(), cpu, checked);
+    std::printf("check %-40s %-12s largest difference to the CPU %.2e (bound %.0e)\n", v.name, when, d, rounding_bound);
     if (!(d <= rounding_bound)) {
       std::fprintf(stderr, "canopy_fmm_gpu_bench: %s disagrees with the CPU evaluation: its times do not count\n", v.name);
       std::exit(1);
@@ -221,7 +254,7 @@ int run_size(const options& o, std::size_t n) {
 
   // Correct first: each variant from poisoned memory, against the CPU, before any timing.
   for (variant& v : variants) {
-    fmm.poison(stream);
+    v.ev->poison(stream);
     v.enqueue();
     finish(v);
     check(v, "before");
@@ -249,7 +282,7 @@ int run_size(const options& o, std::size_t n) {
     }
   }
   for (const variant& v : variants) {  // the last timed run of each, checked again
-    fmm.poison(stream);
+    v.ev->poison(stream);
     v.enqueue();
     finish(v);
     check(v, "after");
@@ -261,10 +294,12 @@ int run_size(const options& o, std::size_t n) {
     const stats a = stats_of(v.t1), b = stats_of(v.t2);
     std::printf("| %s | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f |\n", v.name, a.median, a.min, a.max, b.median, b.min, b.max);
   }
-  const double dag_t1 = stats_of(variants[0].t1).median, dag_t2 = stats_of(variants[0].t2).median;
-  for (std::size_t k = 1; k < variants.size(); ++k)
-    std::printf("speed-up of the DAG over the %s: %.2fx stream, %.2fx end to end\n", variants[k].name,
-                stats_of(variants[k].t1).median / dag_t1, stats_of(variants[k].t2).median / dag_t2);
+  for (std::size_t d = 0; d < first_graph; ++d) {
+    const double dag_t1 = stats_of(variants[d].t1).median, dag_t2 = stats_of(variants[d].t2).median;
+    for (std::size_t k = first_graph; k < variants.size(); ++k)
+      std::printf("speed-up of the %s over the %s: %.2fx stream, %.2fx end to end\n", variants[d].name, variants[k].name,
+                  stats_of(variants[k].t1).median / dag_t1, stats_of(variants[k].t2).median / dag_t2);
+  }
   std::printf("DAG grid: %d blocks\n", fmm.dag_blocks());
 
   // Accuracy against direct summation (double, every point as a source) on the sample.

@@ -212,9 +212,11 @@ __global__ void csr_rows_kernel(const std::uint64_t* keys, std::int32_t count, s
 }
 
 // Sorts `count` keys (row < rows, column < 2^31) and cuts them into rows + 1 offsets and the columns.
+// With `unique`, equal keys are kept once, and `count` becomes how many stayed (one more host read).
 std::pair<device_buffer<std::int32_t>, device_buffer<std::int32_t>> keys_to_csr(device_buffer<std::uint64_t>& keys,
-                                                                                 std::int32_t count, std::int32_t rows,
-                                                                                 cub_scratch& scratch, cudaStream_t stream) {
+                                                                                 std::int32_t& count, std::int32_t rows,
+                                                                                 cub_scratch& scratch, cudaStream_t stream,
+                                                                                 bool unique = false) {
   device_buffer<std::int32_t> offset(static_cast<std::size_t>(rows) + 1), column(static_cast<std::size_t>(count));
   if (count > 0) {
     device_buffer<std::uint64_t> alternate(static_cast<std::size_t>(count));
@@ -223,8 +225,18 @@ std::pair<device_buffer<std::int32_t>, device_buffer<std::int32_t>> keys_to_csr(
     std::size_t bytes = 0;
     CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, bytes, db, count, 0, end_bit, stream));
     CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortKeys(scratch.reserve(bytes), bytes, db, count, 0, end_bit, stream));
+    const std::uint64_t* sorted = db.Current();
+    if (unique) {
+      device_buffer<std::int32_t> kept(1);
+      bytes = 0;
+      CANOPY_CUDA_TRY(cub::DeviceSelect::Unique(nullptr, bytes, db.Current(), db.Alternate(), kept.data(), count, stream));
+      CANOPY_CUDA_TRY(
+          cub::DeviceSelect::Unique(scratch.reserve(bytes), bytes, db.Current(), db.Alternate(), kept.data(), count, stream));
+      count = read_back(kept.data(), 1, stream)[0];
+      sorted = db.Alternate();
+    }
     const std::int64_t items = std::max<std::int64_t>(count, std::int64_t{rows} + 1);
-    csr_rows_kernel<<<grid_for(items), threads, 0, stream>>>(db.Current(), count, rows, offset.data(), column.data());
+    csr_rows_kernel<<<grid_for(items), threads, 0, stream>>>(sorted, count, rows, offset.data(), column.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
     CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // `alternate` is freed on return
   } else {
@@ -283,14 +295,25 @@ __global__ void task_maps_kernel(task_ranges r, std::int32_t leaves, const std::
   if (i < leaves) p2p_task[p2p_leaf[i]] = r.p2p_begin + i;
 }
 
-// The M2L lists transposed: (source node, m2l task) keys, so each up task finds the m2l tasks
-// that wait for it.
-__global__ void m2l_transpose_keys_kernel(task_ranges r, const std::int32_t* m2l_target, const std::int32_t* m2l_offset,
-                                          const std::int32_t* m2l_source, std::uint64_t* keys) {
+// The M2L lists transposed: (waited-for node, m2l task) keys, so each up task finds the m2l tasks
+// that wait for it. The waited-for node is the source, or its ancestor `levels` up (dag_shape);
+// equal keys are merged after the sort.
+__global__ void m2l_transpose_keys_kernel(task_ranges r, const std::int32_t* parent, int levels, const std::int32_t* m2l_target,
+                                          const std::int32_t* m2l_offset, const std::int32_t* m2l_source, std::uint64_t* keys) {
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= r.down_begin - r.m2l_begin) return;
   const std::int32_t target = m2l_target[i];
-  for (std::int32_t k = m2l_offset[target]; k < m2l_offset[target + 1]; ++k) keys[k] = pair_key(m2l_source[k], r.m2l_begin + i);
+  for (std::int32_t k = m2l_offset[target]; k < m2l_offset[target + 1]; ++k)
+    keys[k] = pair_key(m2l_wait_node(parent, m2l_source[k], levels), r.m2l_begin + i);
+}
+
+// Each m2l task's predecessor count: its entries in the transposed lists (integer adds, so the
+// order does not matter).
+__global__ void m2l_waits_kernel(task_ranges r, const std::int32_t* waiting_task, std::int32_t count, std::int32_t* m2l_deps) {
+  const std::int32_t k = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (k >= count) return;
+  cuda::atomic_ref<std::int32_t, cuda::thread_scope_device> c(m2l_deps[waiting_task[k] - r.m2l_begin]);
+  c.fetch_add(1, cuda::memory_order_relaxed);  // read by the next kernel
 }
 
 struct dag_view {
@@ -300,6 +323,7 @@ struct dag_view {
   const std::uint8_t* has_local;
   const std::int32_t *m2l_task, *down_task, *l2p_task;
   const std::int32_t *waiting_offset, *waiting_task;  // the transposed M2L lists
+  const std::int32_t* m2l_deps;                        // per m2l task: its entries in them
 };
 
 // Successor and predecessor counts of each task (task_dag.hpp's table), and the sinks.
@@ -321,8 +345,9 @@ __global__ void task_counts_kernel(dag_view v, std::int32_t* succ_count, std::in
     }
     case task_kind::m2l: {
       const std::int32_t n = v.m2l_target[task - v.r.m2l_begin];
+      (void)n;
       succ = 1;
-      deps = v.m2l_offset[n + 1] - v.m2l_offset[n];
+      deps = v.m2l_deps[task - v.r.m2l_begin];
       break;
     }
     case task_kind::down: {
@@ -508,12 +533,15 @@ task_dag device_task_dag::download() const {
   return d;
 }
 
-device_task_dag build_task_dag(const trees::built_device_octree& tree, const device_interaction_lists& lists, cudaStream_t stream) {
+device_task_dag build_task_dag(const trees::built_device_octree& tree, const device_interaction_lists& lists, cudaStream_t stream,
+                               const dag_shape& shape) {
   const trees::octree_ref t = tree.tree.ref();
   const std::int32_t nodes = t.node_count;
   const auto n_size = static_cast<std::size_t>(nodes);
   if (lists.node_count != nodes || lists.m2l_offset.size() != n_size + 1 || lists.p2p_offset.size() != n_size + 1)
     throw std::invalid_argument("fmm::build_task_dag: lists are not of this tree (" + std::to_string(nodes) + " nodes)");
+  if (shape.m2l_wait_levels < 0)
+    throw std::invalid_argument("fmm::build_task_dag: m2l_wait_levels must be >= 0, not " + std::to_string(shape.m2l_wait_levels));
   device_task_dag d;
   d.node_count = nodes;
   const std::int32_t levels = nodes == 0 ? 1 : t.depth + 1;
@@ -574,10 +602,16 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
       down_task.data(), l2p_task.data(), p2p_task.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
   device_buffer<std::uint64_t> waiting_keys(static_cast<std::size_t>(std::max(lists.m2l_count, 1)));
-  m2l_transpose_keys_kernel<<<grid_for(m[0]), threads, 0, stream>>>(r, d.m2l_target.data(), lists.m2l_offset.data(),
-                                                                    lists.m2l_source.data(), waiting_keys.data());
+  m2l_transpose_keys_kernel<<<grid_for(m[0]), threads, 0, stream>>>(r, t.parent, shape.m2l_wait_levels, d.m2l_target.data(),
+                                                                    lists.m2l_offset.data(), lists.m2l_source.data(),
+                                                                    waiting_keys.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
-  auto [waiting_offset, waiting_task] = keys_to_csr(waiting_keys, lists.m2l_count, nodes, scratch, stream);
+  std::int32_t waits = lists.m2l_count;
+  auto [waiting_offset, waiting_task] = keys_to_csr(waiting_keys, waits, nodes, scratch, stream, shape.m2l_wait_levels > 0);
+  device_buffer<std::int32_t> m2l_deps(static_cast<std::size_t>(std::max(m[0], 1)));
+  CANOPY_CUDA_TRY(cudaMemsetAsync(m2l_deps.data(), 0, m2l_deps.bytes(), stream));
+  m2l_waits_kernel<<<grid_for(waits), threads, 0, stream>>>(r, waiting_task.data(), waits, m2l_deps.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
 
   // The graph: counts, a scan into offsets, the successors, the sources.
   const dag_view v{t,
@@ -592,7 +626,8 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
                    down_task.data(),
                    l2p_task.data(),
                    waiting_offset.data(),
-                   waiting_task.data()};
+                   waiting_task.data(),
+                   m2l_deps.data()};
   const auto tasks = static_cast<std::size_t>(r.end);
   device_buffer<std::int32_t> succ_count(tasks + 1);
   device_buffer<std::uint8_t> is_source(tasks);

@@ -49,8 +49,8 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
 
   // From a host tree: everything uploaded, the DAG built on the host.
   gpu_evaluator_impl(const trees::octree& tree, std::span<const cell_geometry> geometry, const interaction_lists& lists,
-                     double eps2, const canopy::scheduler_options& options)
-      : dag_(build_task_dag(tree, lists)),
+                     double eps2, const canopy::scheduler_options& options, const dag_shape& shape)
+      : dag_(build_task_dag(tree, lists, shape)),
         depth_(tree.depth),
         ranges_(dag_->ranges),
         internal_level_offset_(dag_->internal_level_offset),
@@ -82,12 +82,12 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   // From the GPU-built tree: geometry, lists and DAG built on the device (device_lists.hpp); the
   // tree's arrays copied device to device, so the evaluator does not depend on `tree` afterwards.
   gpu_evaluator_impl(const trees::built_device_octree& tree, double theta, double eps2, const canopy::scheduler_options& options,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const dag_shape& shape) {
     const trees::octree_ref t = tree.tree.ref();
     const auto nodes = static_cast<std::size_t>(t.node_count);
     device_buffer<cell_geometry> geometry = compute_cell_geometry(tree, stream);
     device_interaction_lists lists = build_interaction_lists(tree, geometry, theta, stream);
-    device_dag_.emplace(build_task_dag(tree, lists, stream));
+    device_dag_.emplace(build_task_dag(tree, lists, stream, shape));
     const device_task_dag& d = *device_dag_;
     depth_ = tree.tree.depth();
     ranges_ = d.ranges;
@@ -268,14 +268,15 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
 template <int P>
 std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::octree& tree, std::span<const cell_geometry> geometry,
                                                        const interaction_lists& lists, double eps2,
-                                                       const canopy::scheduler_options& options) {
-  return std::make_unique<gpu_evaluator_impl<P>>(tree, geometry, lists, eps2, options);
+                                                       const canopy::scheduler_options& options, const dag_shape& shape) {
+  return std::make_unique<gpu_evaluator_impl<P>>(tree, geometry, lists, eps2, options, shape);
 }
 
 template <int P>
 std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::built_device_octree& tree, double theta, double eps2,
-                                                       const canopy::scheduler_options& options, cudaStream_t stream) {
-  return std::make_unique<gpu_evaluator_impl<P>>(tree, theta, eps2, options, stream);
+                                                       const canopy::scheduler_options& options, cudaStream_t stream,
+                                                       const dag_shape& shape) {
+  return std::make_unique<gpu_evaluator_impl<P>>(tree, theta, eps2, options, stream, shape);
 }
 
 }  // namespace canopy::fmm::detail
@@ -284,6 +285,7 @@ std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::built_device
 #define CANOPY_FMM_INSTANTIATE_GPU_EVALUATOR(P)                                                                    \
   template std::unique_ptr<canopy::fmm::detail::gpu_evaluator_base> canopy::fmm::detail::make_gpu_evaluator<P>( \
       const canopy::trees::octree&, std::span<const canopy::fmm::cell_geometry>, const canopy::fmm::interaction_lists&, \
-      double, const canopy::scheduler_options&);                                                                    \
+      double, const canopy::scheduler_options&, const canopy::fmm::dag_shape&);                                    \
   template std::unique_ptr<canopy::fmm::detail::gpu_evaluator_base> canopy::fmm::detail::make_gpu_evaluator<P>( \
-      const canopy::trees::built_device_octree&, double, double, const canopy::scheduler_options&, cudaStream_t);
+      const canopy::trees::built_device_octree&, double, double, const canopy::scheduler_options&, cudaStream_t,    \
+      const canopy::fmm::dag_shape&);

@@ -92,8 +92,10 @@ struct device_task_dag {
   task_dag download() const;
 };
 
-/// build_task_dag on the device. Throws std::invalid_argument when the lists are not of this tree.
+/// build_task_dag on the device, of the same `shape` (task_dag.hpp: what an m2l task waits for;
+/// with m2l_wait_levels > 0 the merged waits cost one more host read). Throws
+/// std::invalid_argument when the lists are not of this tree or the shape is not valid.
 device_task_dag build_task_dag(const trees::built_device_octree& tree, const device_interaction_lists& lists,
-                               cudaStream_t stream = nullptr);
+                               cudaStream_t stream = nullptr, const dag_shape& shape = {});
 
 }  // namespace canopy::fmm

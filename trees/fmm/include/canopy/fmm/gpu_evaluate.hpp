@@ -63,10 +63,11 @@ class gpu_evaluator_base {
 template <int P>
 std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::octree& tree, std::span<const cell_geometry> geometry,
                                                        const interaction_lists& lists, double eps2,
-                                                       const canopy::scheduler_options& options);
+                                                       const canopy::scheduler_options& options, const dag_shape& shape);
 template <int P>
 std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::built_device_octree& tree, double theta, double eps2,
-                                                       const canopy::scheduler_options& options, cudaStream_t stream);
+                                                       const canopy::scheduler_options& options, cudaStream_t stream,
+                                                       const dag_shape& shape);
 }  // namespace detail
 
 class gpu_evaluator {
@@ -75,8 +76,9 @@ class gpu_evaluator {
   /// them, sizes the scheduler (options: its mode, grid, deadline; the defaults are the fastest
   /// measured for trees) and captures the two level graphs. Throws std::invalid_argument for an
   /// order outside gpu_orders or lists not of this tree, canopy::error without a usable device.
+  /// `shape`: what the DAG's m2l tasks wait for (task_dag.hpp); the level graph does not use it.
   gpu_evaluator(int order, const trees::octree& tree, std::span<const cell_geometry> geometry, const interaction_lists& lists,
-                double eps2, const canopy::scheduler_options& options = {});
+                double eps2, const canopy::scheduler_options& options = {}, const dag_shape& shape = {});
   /// From the GPU-built octree, with no host copy of the tree: the cells' geometry, the
   /// interaction lists (opening parameter `theta`, as build_interaction_lists) and the task DAG are
   /// built on the device (device_lists.hpp), then used as the constructor above uses its
@@ -85,7 +87,7 @@ class gpu_evaluator {
   /// this returns; work on `stream` that builds `tree` is waited for. Throws as the constructor
   /// above and as build_interaction_lists (theta outside (0, 1]).
   gpu_evaluator(int order, const trees::built_device_octree& tree, double theta, double eps2,
-                const canopy::scheduler_options& options = {}, cudaStream_t stream = nullptr);
+                const canopy::scheduler_options& options = {}, cudaStream_t stream = nullptr, const dag_shape& shape = {});
   gpu_evaluator(gpu_evaluator&&) noexcept = default;
   gpu_evaluator& operator=(gpu_evaluator&&) noexcept = default;
   ~gpu_evaluator() = default;
@@ -136,18 +138,19 @@ std::unique_ptr<gpu_evaluator_base> for_gpu_order(int order, Make&& make) {
 }  // namespace detail
 
 inline gpu_evaluator::gpu_evaluator(int order, const trees::octree& tree, std::span<const cell_geometry> geometry,
-                                    const interaction_lists& lists, double eps2, const canopy::scheduler_options& options)
+                                    const interaction_lists& lists, double eps2, const canopy::scheduler_options& options,
+                                    const dag_shape& shape)
     : order_(order) {
   impl_ = detail::for_gpu_order(order, [&](auto p) {
-    return detail::make_gpu_evaluator<decltype(p)::value>(tree, geometry, lists, eps2, options);
+    return detail::make_gpu_evaluator<decltype(p)::value>(tree, geometry, lists, eps2, options, shape);
   });
 }
 
 inline gpu_evaluator::gpu_evaluator(int order, const trees::built_device_octree& tree, double theta, double eps2,
-                                    const canopy::scheduler_options& options, cudaStream_t stream)
+                                    const canopy::scheduler_options& options, cudaStream_t stream, const dag_shape& shape)
     : order_(order) {
   impl_ = detail::for_gpu_order(order, [&](auto p) {
-    return detail::make_gpu_evaluator<decltype(p)::value>(tree, theta, eps2, options, stream);
+    return detail::make_gpu_evaluator<decltype(p)::value>(tree, theta, eps2, options, stream, shape);
   });
 }
 

@@ -8,7 +8,10 @@
 //   up    [0, nodes)          one per node, id = node: P2M at a leaf, M2M of its children at an
 //                             internal node. Waits for its children's up tasks.
 //   m2l   one per target with a non-empty M2L list: the target's local from its sources'
-//                             multipoles. Waits for the up task of every source.
+//                             multipoles. Waits for the up task of every source, or, with
+//                             dag_shape::m2l_wait_levels = k > 0, of each source's ancestor k
+//                             levels up (the root for a shallower source), each such ancestor
+//                             once (below).
 //   down  one per node whose local expansion is not zero (the node or an ancestor has an M2L
 //                             list): its own M2L result plus its parent's local shifted (L2L).
 //                             Waits for its m2l task (if any) and its parent's down task (if any).
@@ -24,6 +27,16 @@
 //
 // Nodes whose local expansion would be zero get no down task and their leaves no l2p: the far
 // field of a point is then exactly zero and p2p's store is its whole field.
+//
+// Why an m2l task may wait for coarser events than its sources: one edge per M2L pair is 41.6M
+// edges for 1M Plummer points (about 320 sources a target), each a device-scope atomic when its
+// source finishes. An ancestor's up task finishes after its whole subtree's, so waiting for it
+// is safe (it reads nothing the ancestor writes; up tasks never wait for m2l, so no cycle), and
+// a target's sources are clustered (the children of a few cells near its parent): k = 1 folds up
+// to 8 sources into one edge, k = 2 up to 64. The price is delay: the m2l task starts when the
+// ancestor's subtree is done (at most k M2M hops after its last source, if every leaf below has
+// finished), which costs nothing once the upward pass is done, and the upward pass runs first (its
+// leaves are the first sources claimed).
 #pragma once
 
 #include <canopy/config.hpp>
@@ -32,6 +45,7 @@
 #include <canopy/task_graph.hpp>
 #include <canopy/trees/octree.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -81,13 +95,30 @@ struct task_dag {
   std::int32_t task_count() const { return ranges.end; }
 };
 
+// How the DAG's m2l tasks wait for their sources' multipoles (the header comment says why).
+struct dag_shape {
+  // 0: each m2l task waits for the up task of every source (one edge per M2L pair). k > 0: for
+  // the up task of each source's ancestor k levels up (the root for sources above level k), each
+  // such ancestor once.
+  int m2l_wait_levels = 0;
+};
+
+// The node an m2l task waits for in place of source `s` (parent: the tree's parent array).
+CANOPY_HD inline std::int32_t m2l_wait_node(const std::int32_t* parent, std::int32_t s, int levels) {
+  for (int i = 0; i < levels && parent[s] >= 0; ++i) s = parent[s];
+  return s;
+}
+
 // Builds the DAG of the header comment for `tree` and `lists` (build_interaction_lists of that
-// tree). Throws std::invalid_argument when the lists are not of this tree.
-inline task_dag build_task_dag(const trees::octree& tree, const interaction_lists& lists) {
+// tree). Throws std::invalid_argument when the lists are not of this tree or the shape's
+// m2l_wait_levels is negative.
+inline task_dag build_task_dag(const trees::octree& tree, const interaction_lists& lists, const dag_shape& shape = {}) {
   const std::int32_t nodes = tree.node_count();
   const auto n_size = static_cast<std::size_t>(nodes);
   if (lists.m2l_offset.size() != n_size + 1 || lists.p2p_offset.size() != n_size + 1)
     throw std::invalid_argument("fmm::build_task_dag: lists are not of this tree (" + std::to_string(nodes) + " nodes)");
+  if (shape.m2l_wait_levels < 0)
+    throw std::invalid_argument("fmm::build_task_dag: m2l_wait_levels must be >= 0, not " + std::to_string(shape.m2l_wait_levels));
   const auto has_m2l = [&](std::int32_t n) {
     return lists.m2l_offset[static_cast<std::size_t>(n) + 1] > lists.m2l_offset[static_cast<std::size_t>(n)];
   };
@@ -124,10 +155,15 @@ inline task_dag build_task_dag(const trees::octree& tree, const interaction_list
   std::vector<std::pair<task_id, task_id>> edges;  // (a, b): b waits for a
   edges.reserve(n_size + lists.m2l_source.size() + 2 * d.down_node.size() + 2 * d.l2p_leaf.size());
   for (std::int32_t n = 1; n < nodes; ++n) edges.emplace_back(n, tree.parent[static_cast<std::size_t>(n)]);
+  std::vector<std::int32_t> waits;  // one target's waited-for nodes, each once
   for (std::size_t i = 0; i < d.m2l_target.size(); ++i) {
     const auto t = static_cast<std::size_t>(d.m2l_target[i]);
+    waits.clear();
     for (std::int32_t k = lists.m2l_offset[t]; k < lists.m2l_offset[t + 1]; ++k)
-      edges.emplace_back(lists.m2l_source[static_cast<std::size_t>(k)], r.m2l_begin + static_cast<std::int32_t>(i));
+      waits.push_back(m2l_wait_node(tree.parent.data(), lists.m2l_source[static_cast<std::size_t>(k)], shape.m2l_wait_levels));
+    std::sort(waits.begin(), waits.end());
+    waits.erase(std::unique(waits.begin(), waits.end()), waits.end());
+    for (const std::int32_t w : waits) edges.emplace_back(w, r.m2l_begin + static_cast<std::int32_t>(i));
   }
   for (const std::int32_t n : d.down_node) {
     const auto i = static_cast<std::size_t>(n);
