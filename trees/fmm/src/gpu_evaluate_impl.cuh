@@ -127,6 +127,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
 
   canopy::run_result last_dag_result() const override { return sched_->last_result(); }
   std::vector<field<float>> fields() const override { return fields_.download(); }
+  const field<float>* device_fields() const override { return fields_.data(); }
   void poison(cudaStream_t stream) override {
     multipoles_.fill_bytes(0xff, stream);
     locals_.fill_bytes(0xff, stream);

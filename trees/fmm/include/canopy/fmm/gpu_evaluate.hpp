@@ -54,6 +54,7 @@ class gpu_evaluator_base {
   virtual void enqueue_level_graph(cudaStream_t stream, bool near_field_branch) = 0;
   virtual canopy::run_result last_dag_result() const = 0;
   virtual std::vector<field<float>> fields() const = 0;
+  virtual const field<float>* device_fields() const = 0;
   virtual void poison(cudaStream_t stream) = 0;
   virtual int dag_blocks() const = 0;
   virtual int level_graph_kernels(bool near_field_branch) const = 0;
@@ -104,6 +105,10 @@ class gpu_evaluator {
   canopy::run_result last_dag_result() const { return impl_->last_dag_result(); }
   /// The field of every point of tree.points (Morton order); synchronous.
   std::vector<field<float>> fields() const { return impl_->fields(); }
+  /// The same fields in device memory, where the runs write them, for work that reads them on the
+  /// device with no host copy (the N-body example's kicks): valid while this evaluator lives,
+  /// complete once the stream of the last enqueue reaches that point.
+  const field<float>* device_fields() const { return impl_->device_fields(); }
   /// Fills the expansions and fields with NaN (stream-ordered), so that a result a run failed to
   /// write cannot pass for one (the tests and the benchmark do it before each checked run).
   void poison(cudaStream_t stream = nullptr) { impl_->poison(stream); }
