@@ -43,6 +43,12 @@ class force_backend {
 
 // `threads` workers for the scheduler and the walk (0 = hardware threads).
 std::unique_ptr<force_backend> make_cpu_backend(const canopy::scheduler_options& options, unsigned threads);
+// The FMM of `order` (min_fmm_order..max_fmm_order, simulation.hpp) in place of the upward pass and
+// the walk (fmm_cpu_backend.cpp): compute's params.theta is its opening parameter, times.setup_ms
+// the geometry, lists, task DAG and scheduler, times.forces_ms the DAG's run. Throws
+// std::invalid_argument for another order.
+std::unique_ptr<force_backend> make_cpu_fmm_backend(const canopy::scheduler_options& options, unsigned threads,
+                                                    int order);
 
 // Whether the GPU part (resident_gpu.cu) was built (CANOPY_GPU) and a CUDA device is usable.
 bool gpu_backend_built();

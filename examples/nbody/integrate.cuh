@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Leapfrog's kick and drift on the device, for the one-GPU resident simulation (resident_gpu.cu)
 // and the distributed device step (distributed_device_step.cu): velocities as float4 (x, y, z and
-// a free fourth word), forces as the walk writes them.
+// a free fourth word), forces as the walk writes them (body_force) or as the FMM does
+// (canopy::fmm::field<float>): any F with members ax, ay, az, phi.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,9 +20,10 @@ namespace nbody {
 inline constexpr int body_block = 256;  // threads per block of the per-body and per-node kernels
 
 // v += a half_dt, stored; returns the new velocity.
-__device__ inline float4 kick(float4* vel, const body_force* f, std::int32_t i, float half_dt) {
+template <class F>
+__device__ inline float4 kick(float4* vel, const F* f, std::int32_t i, float half_dt) {
   float4 v = vel[i];
-  const body_force a = f[i];
+  const F a = f[i];
   v.x += a.ax * half_dt;
   v.y += a.ay * half_dt;
   v.z += a.az * half_dt;
@@ -30,7 +32,8 @@ __device__ inline float4 kick(float4* vel, const body_force* f, std::int32_t i, 
 }
 
 // Kick v += a half_dt, then drift x += v dt (the first half of leapfrog's kick-drift-kick).
-static __global__ void kick_drift_kernel(canopy::trees::point* pos, float4* vel, const body_force* f, std::int32_t n, float half_dt,
+template <class F>
+static __global__ void kick_drift_kernel(canopy::trees::point* pos, float4* vel, const F* f, std::int32_t n, float half_dt,
                                   float dt) {
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= n) return;
@@ -44,7 +47,8 @@ static __global__ void kick_drift_kernel(canopy::trees::point* pos, float4* vel,
 
 // Kick v += a half_dt; with `sums`, adds the block's kinetic energy and half its potential energy (0.5 m phi)
 // to sums[0] and sums[1].
-static __global__ void __launch_bounds__(body_block) kick_energy_kernel(const canopy::trees::point* pos, float4* vel, const body_force* f,
+template <class F>
+static __global__ void __launch_bounds__(body_block) kick_energy_kernel(const canopy::trees::point* pos, float4* vel, const F* f,
                                                                  std::int32_t n, float half_dt, double* sums) {
   using reduce = cub::BlockReduce<double, body_block>;
   __shared__ typename reduce::TempStorage storage;

@@ -2,6 +2,8 @@
 // nbody: a Barnes-Hut N-body simulation embedding Canopy. Every step builds the octree of the
 // bodies, accumulates its multipoles with Canopy's scheduler (GPU persistent kernel or CPU
 // threads), computes accelerations by a tree walk and integrates with leapfrog (kick-drift-kick).
+// With --solver fmm the forces come from canopy::fmm instead: the fast multipole method's whole
+// evaluation as one task DAG on the same scheduler.
 //
 // Output: results on stdout (a line per step, the summary, the checks); progress on stderr through
 // spdlog. A failure prints one line "nbody: error: ..." on stderr. Exit codes: 0 done (and the
@@ -56,6 +58,16 @@ std::size_t parse_count(const std::string& text) {
   return static_cast<std::size_t>(v);
 }
 
+// This process's rank as the launcher's environment gives it before MPI starts (Open MPI, MPICH,
+// PMIx); 0 when none does.
+[[maybe_unused]] int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr) return std::atoi(value);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,7 +88,16 @@ int main(int argc, char** argv) {
                  "gpu: the energy every K steps and at the last (its only copy to the host); 0 = the last step only")
       ->capture_default_str();
   app.add_option("--dt", o.dt, "time step (units G = 1, total mass 1)")->capture_default_str();
-  app.add_option("--theta", o.theta, "opening angle")->capture_default_str();
+  app.add_option("--theta", o.theta, "opening angle (bh), or the FMM's opening parameter (fmm, in (0, 1])")
+      ->capture_default_str();
+  app.add_option("--solver", o.solver, "forces by the Barnes-Hut walk (bh) or the fast multipole method (fmm)")
+      ->check(CLI::IsMember({"bh", "fmm"}))
+      ->capture_default_str();
+  app.add_option("--order", o.order,
+                 fmt::format("fmm: expansion order ({}..{} on the CPU; on the GPU {})", nbody::min_fmm_order,
+                             nbody::max_fmm_order,
+                             nbody::gpu_backend_built() ? nbody::gpu_fmm_orders() : std::string("not built")))
+      ->capture_default_str();
   app.add_option("--softening", o.softening, "Plummer softening length")->capture_default_str();
   app.add_option("--backend", o.backend, "cpu, gpu, or auto (gpu when a device is usable)")->capture_default_str();
   // The mode names come from the library, so a new mode needs nothing here.
@@ -148,12 +169,21 @@ int main(int argc, char** argv) {
       throw std::invalid_argument("--mode: unknown mode '" + mode + "' (" + mode_names + ")");
     o.mode = *m;
     o.quadrupole = !monopole;
+    if (app.count("--order") > 0 && o.solver != "fmm")
+      throw std::invalid_argument("--order applies to --solver fmm only");
     nbody::validate(o);
   } catch (const std::exception& e) {
     return fail(nbody::exit_bad_input, e.what());
   }
 #if NBODY_HAVE_MPI
   if (distributed || nbody::launched_by_mpiexec()) {
+    if (o.solver != "bh") {
+      // Every rank refuses, before MPI starts; one line in all, from the launcher's rank 0.
+      if (launcher_rank() == 0)
+        fail(nbody::exit_bad_input,
+             "--solver " + o.solver + ": the distributed run (mpiexec) has the Barnes-Hut walk only (--solver bh)");
+      return nbody::exit_bad_input;
+    }
     if (o.backend == "gpu" && !nbody::gpu_backend_usable())
       return fail(nbody::exit_no_gpu, "--backend gpu: no usable CUDA device, or built without CUDA (use --backend cpu)");
     try {

@@ -9,7 +9,9 @@
 //   graph      the upward pass's task graph from the builder's arrays (upward_runner::set_tree)
 //   accumulate the upward pass: Canopy's persistent kernel (upward_runner::run_async)
 //   forces     the walk's groups and cells, then the group walk (group_walk.cuh): a warp per group
-//              of at most 32 bodies
+//              of at most 32 bodies; or, with the FMM, canopy::fmm::gpu_evaluator built from the
+//              device tree (its setup in place of graph and accumulate) and its task DAG's one run,
+//              the kicks reading its fields in device memory
 //   kick       kick v += a dt/2, and when asked the kinetic and potential energy sums (one kernel)
 //
 // Host waits inside a step: one, the builder's (it needs the node count to size the node arrays);
@@ -36,7 +38,10 @@ struct vec3 {
   float x, y, z;
 };
 
-// Stream time of each phase of the last step, ms (CUDA events between the phases).
+// Stream time of each phase of the last step, ms (CUDA events between the phases). With the FMM
+// (make_resident_sim's fmm_order), `graph` is the FMM's setup (the cells' geometry, interaction
+// lists and task DAG built on the device, and the scheduler), `forces` its evaluation (the DAG's
+// one run in the persistent kernel) and `accumulate` 0 (its upward pass is in the DAG).
 struct resident_times {
   double drift = 0, build = 0, reorder = 0, graph = 0, accumulate = 0, forces = 0, kick = 0;
   double total() const { return drift + build + reorder + graph + accumulate + forces + kick; }
@@ -76,8 +81,16 @@ class resident_sim {
   virtual std::vector<body_force> forces_at(float theta) = 0;
 };
 
-// Throws std::runtime_error when the GPU part was not built or no device is usable.
+// Whether the GPU FMM evaluator is compiled for `order` (canopy::fmm::gpu_order_supported; false
+// in a build without CUDA), and those orders as text ("4, 6, 8"; empty without CUDA).
+bool gpu_fmm_order_supported(int order);
+std::string gpu_fmm_orders();
+
+// fmm_order 0: the Barnes-Hut walk (params: theta, eps2, quadrupole); else the FMM of that order
+// (params.theta its opening parameter, params.eps2 its softening). Throws std::invalid_argument for
+// an order the GPU evaluator lacks, std::runtime_error when the GPU part was not built or no
+// device is usable.
 std::unique_ptr<resident_sim> make_resident_sim(const canopy::scheduler_options& options, const walk_params& params,
-                                                int max_leaf);
+                                                int max_leaf, int fmm_order = 0);
 
 }  // namespace nbody

@@ -18,6 +18,7 @@
 #include <canopy/cuda/device_buffer.hpp>
 #include <canopy/cuda/error.hpp>
 #include <canopy/cuda/event.hpp>
+#include <canopy/fmm/gpu_evaluate.hpp>
 #include <canopy/passes/device_octree.cuh>
 #include <canopy/passes/device_octree_builder.cuh>
 #include <canopy/passes/upward_runner.hpp>
@@ -28,6 +29,8 @@
 #include "resident.hpp"
 
 namespace nbody {
+
+std::string gpu_fmm_orders();
 
 namespace {
 
@@ -65,10 +68,15 @@ struct pinned_sums {
   pinned_sums& operator=(const pinned_sums&) = delete;
 };
 
+namespace cf = canopy::fmm;
+
 class gpu_resident final : public resident_sim {
  public:
-  gpu_resident(const canopy::scheduler_options& options, const walk_params& params, int max_leaf)
-      : params_(params), build_{max_leaf, ct::max_octree_depth} {
+  gpu_resident(const canopy::scheduler_options& options, const walk_params& params, int max_leaf, int fmm_order)
+      : params_(params), build_{max_leaf, ct::max_octree_depth}, sched_options_(options), fmm_order_(fmm_order) {
+    if (fmm_order_ != 0 && !cf::gpu_order_supported(fmm_order_))
+      throw std::invalid_argument("--order " + std::to_string(fmm_order_) + ": the GPU FMM is compiled for orders " +
+                                  gpu_fmm_orders() + " (canopy::fmm::gpu_orders)");
     if (!canopy::gpu_available())
       throw std::runtime_error("gpu backend: no CUDA device is available (use --backend cpu)");
     device_name_ = canopy::gpu_name();
@@ -78,6 +86,12 @@ class gpu_resident final : public resident_sim {
   }
 
   std::string describe() const override {
+    if (fmm_order_ != 0)
+      return "gpu (resident), " + device_name_ + "; octree built on the device; FMM order " + std::to_string(fmm_order_) +
+             " (float expansions): geometry, interaction lists and task DAG built on the device, the evaluation as one "
+             "task DAG in the persistent kernel" +
+             (fmm_ ? ", " + std::to_string(fmm_->dag_blocks()) + " blocks" : std::string()) + ", mode " +
+             std::string(canopy::to_string(sched_options_.mode));
     return "gpu (resident), " + device_name_ + "; octree built on the device; upward pass " +
            (runner_ ? runner_->describe() : std::string("not run")) + "; walk: a warp per group of <= 32 bodies, " +
            std::to_string(walk_blocks_) + " blocks x " + std::to_string(group_walk_warps * 32) + " threads";
@@ -105,8 +119,13 @@ class gpu_resident final : public resident_sim {
   void step(float dt, bool energy) override {
     const float half_dt = 0.5f * dt;
     events_[0].record(stream_.s);
-    kick_drift_kernel<<<body_grid(n_), body_block, 0, stream_.s>>>(pos_.data(), vel_.data(), force_.data(), n_, half_dt,
-                                                                   dt);
+    // The previous step's forces: the FMM's fields live in its evaluator until this step's build.
+    if (fmm_)
+      kick_drift_kernel<<<body_grid(n_), body_block, 0, stream_.s>>>(pos_.data(), vel_.data(), fmm_->device_fields(), n_,
+                                                                     half_dt, dt);
+    else
+      kick_drift_kernel<<<body_grid(n_), body_block, 0, stream_.s>>>(pos_.data(), vel_.data(), force_.data(), n_, half_dt,
+                                                                     dt);
     CANOPY_CUDA_TRY(cudaGetLastError());
     events_[1].record(stream_.s);
     build_and_walk(half_dt, energy);
@@ -140,10 +159,19 @@ class gpu_resident final : public resident_sim {
   }
   std::vector<body_force> forces() override {
     wait();
+    if (fmm_) return to_forces(fmm_->fields());
     return force_.download();
   }
   std::vector<body_force> forces_at(float theta) override {
     wait();
+    if (fmm_order_ != 0) {
+      // Another evaluator over the same device tree (a diagnostic: it builds its own lists).
+      cf::gpu_evaluator other(fmm_order_, built_, theta, params_.eps2, sched_options_, stream_.s);
+      other.enqueue_dag(stream_.s);
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(stream_.s));
+      require_ok(other.last_dag_result());
+      return to_forces(other.fields());
+    }
     canopy::device_buffer<body_force> f(static_cast<std::size_t>(n_));
     walk_params p = params_;
     p.theta = theta;
@@ -153,8 +181,20 @@ class gpu_resident final : public resident_sim {
   }
 
  private:
+  static std::vector<body_force> to_forces(const std::vector<cf::field<float>>& f) {
+    std::vector<body_force> out(f.size());
+    for (std::size_t i = 0; i < f.size(); ++i) out[i] = body_force{f[i].ax, f[i].ay, f[i].az, f[i].phi};
+    return out;
+  }
+
+  static void require_ok(const canopy::run_result& r) {
+    if (!r.ok())
+      throw std::runtime_error("gpu backend: fmm task DAG: " + std::string(canopy::to_string(r.code)) + ": " + r.message);
+  }
+
   void wait() {
     CANOPY_CUDA_TRY(cudaStreamSynchronize(stream_.s));
+    if (fmm_) require_ok(fmm_->last_dag_result());
     if (runner_) {
       const canopy::run_result r = runner_->last_result();
       if (!r.ok())
@@ -206,6 +246,10 @@ class gpu_resident final : public resident_sim {
     std::swap(vel_, spare_vel_);
     CANOPY_CUDA_TRY(cudaMemcpyAsync(pos_.data(), built_.tree.ref().points, pos_.bytes(), cudaMemcpyDeviceToDevice, s));
     events_[3].record(s);
+    if (fmm_order_ != 0) {
+      fmm_step(half_dt, energy);
+      return;
+    }
     if (payloads_.size() < nodes) {
       // Grow with slack (a tree grows a little from step to step); the runner is pointed at the new buffer
       // just below, before anything runs on it.
@@ -230,8 +274,32 @@ class gpu_resident final : public resident_sim {
     events_[7].record(s);
   }
 
+  // The FMM's part of build_and_walk, after the reorder: events_[4] .. events_[7] (setup, an empty
+  // accumulate, the DAG's run, kick).
+  void fmm_step(float half_dt, bool energy) {
+    cudaStream_t s = stream_.s;
+    // The previous tree's evaluator goes first (its memory; its fields were read by this step's
+    // first kick, finished before the builder's wait). A new one per tree: the geometry, lists, DAG
+    // and scheduler are the tree's; its buffers are not yet reused from step to step.
+    fmm_.reset();
+    fmm_.emplace(fmm_order_, built_, static_cast<double>(params_.theta), static_cast<double>(params_.eps2), sched_options_,
+                 s);
+    events_[4].record(s);
+    events_[5].record(s);  // P2M and M2M are tasks of the DAG: no separate accumulate
+    fmm_->enqueue_dag(s);
+    events_[6].record(s);
+    if (energy) CANOPY_CUDA_TRY(cudaMemsetAsync(sums_.data(), 0, sums_.bytes(), s));
+    kick_energy_kernel<<<body_grid(n_), body_block, 0, s>>>(pos_.data(), vel_.data(), fmm_->device_fields(), n_, half_dt,
+                                                            energy ? sums_.data() : nullptr);
+    CANOPY_CUDA_TRY(cudaGetLastError());
+    if (energy) CANOPY_CUDA_TRY(cudaMemcpyAsync(sums_host_.h, sums_.data(), sums_.bytes(), cudaMemcpyDeviceToHost, s));
+    events_[7].record(s);
+  }
+
   walk_params params_;
   ct::build_options build_;
+  canopy::scheduler_options sched_options_;
+  int fmm_order_ = 0;  // 0: the Barnes-Hut walk
   ct::upward_options pass_options_;
   std::string device_name_;
   std::int32_t n_ = 0;
@@ -249,6 +317,7 @@ class gpu_resident final : public resident_sim {
   ct::built_device_octree built_;
   ct::device_payloads<float> payloads_;
   std::optional<ct::upward_runner> runner_;  // after built_ and payloads_: destroyed first
+  std::optional<cf::gpu_evaluator> fmm_;      // --solver fmm: the current tree's evaluator and fields
   std::array<canopy::cuda_event, 8> events_;
 };
 
@@ -256,10 +325,16 @@ class gpu_resident final : public resident_sim {
 
 bool gpu_backend_built() { return true; }
 bool gpu_backend_usable() { return canopy::gpu_available(); }
+bool gpu_fmm_order_supported(int order) { return cf::gpu_order_supported(order); }
+std::string gpu_fmm_orders() {
+  std::string text;
+  for (const int p : cf::gpu_orders) text += (text.empty() ? "" : ", ") + std::to_string(p);
+  return text;
+}
 
 std::unique_ptr<resident_sim> make_resident_sim(const canopy::scheduler_options& options, const walk_params& params,
-                                                int max_leaf) {
-  return std::make_unique<gpu_resident>(options, params, max_leaf);
+                                                int max_leaf, int fmm_order) {
+  return std::make_unique<gpu_resident>(options, params, max_leaf, fmm_order);
 }
 
 }  // namespace nbody

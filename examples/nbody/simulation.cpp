@@ -259,26 +259,42 @@ percentiles acceleration_errors(const std::vector<body_force>& tree_f, const std
 
 // ---- timing and reports ---------------------------------------------------------------------------
 
-// One step's line: the five time columns both paths share (ms); print_step adds the energy.
+// One step's line: the five time columns both paths share (ms); print_step adds the energy. With
+// the FMM, setup is its geometry, lists, task DAG and scheduler, forces its evaluation (column
+// "fmm"), and accumulate is not printed (P2M and M2M are tasks of its DAG).
 struct step_line {
   double build = 0, setup = 0, accumulate = 0, forces = 0, integrate = 0;
   double total() const { return build + setup + accumulate + forces + integrate; }
 };
 
-void print_header() {
-  std::fputs(fmt::format("{:>5} {:>9} | {:>9} {:>9} {:>10} {:>9} {:>9} | {:>9} | {:>15} {:>10}\n", "step", "time",
-                         "build", "setup", "accumulate", "forces", "integrate", "total ms", "energy", "dE/|E0|")
+bool uses_fmm(const sim_options& o) { return o.solver == "fmm"; }
+
+// The solver line above the per-step lines: what computed the forces, with its parameters.
+void print_solver(const sim_options& o) {
+  const std::string what =
+      uses_fmm(o) ? fmt::format("fmm, order {}, theta {} (cells' radii: r_A + r_B < theta |z_A - z_B|), float expansions",
+                                o.order, o.theta)
+                  : fmt::format("bh, theta {} (Barnes-Hut walk, {})", o.theta,
+                                o.quadrupole ? "monopole + quadrupole" : "monopole only");
+  std::fputs(fmt::format("solver    {}; softening {}\n", what, o.softening).c_str(), stdout);
+}
+
+void print_header(bool fmm) {
+  std::fputs((fmm ? fmt::format("{:>5} {:>9} | {:>9} {:>9} {:>9} {:>9} | {:>9} | {:>15} {:>10}\n", "step", "time", "build",
+                                "setup", "fmm", "integrate", "total ms", "energy", "dE/|E0|")
+                  : fmt::format("{:>5} {:>9} | {:>9} {:>9} {:>10} {:>9} {:>9} | {:>9} | {:>15} {:>10}\n", "step", "time",
+                                "build", "setup", "accumulate", "forces", "integrate", "total ms", "energy", "dE/|E0|"))
                  .c_str(),
              stdout);
 }
 
-void print_step(int s, double time, const step_line& st, const energy* e, double e0) {
+void print_step(int s, double time, const step_line& st, const energy* e, double e0, bool fmm) {
   std::string energy_text = e ? fmt::format("{:>15.8e} {:>+10.2e}", e->total(), (e->total() - e0) / std::abs(e0))
                               : fmt::format("{:>15} {:>10}", "-", "-");
-  std::fputs(fmt::format("{:>5} {:>9.4f} | {:>9.3f} {:>9.3f} {:>10.3f} {:>9.3f} {:>9.3f} | {:>9.3f} | {}\n", s, time,
-                         st.build, st.setup, st.accumulate, st.forces, st.integrate, st.total(), energy_text)
-                 .c_str(),
-             stdout);
+  const std::string phases = fmm ? fmt::format("{:>9.3f} {:>9.3f} {:>9.3f} {:>9.3f}", st.build, st.setup, st.forces, st.integrate)
+                                 : fmt::format("{:>9.3f} {:>9.3f} {:>10.3f} {:>9.3f} {:>9.3f}", st.build, st.setup,
+                                               st.accumulate, st.forces, st.integrate);
+  std::fputs(fmt::format("{:>5} {:>9.4f} | {} | {:>9.3f} | {}\n", s, time, phases, st.total(), energy_text).c_str(), stdout);
   std::fflush(stdout);
 }
 
@@ -328,9 +344,10 @@ class checker {
       const bool pass = !bounded || (pc.p50 <= o_.max_p50 && pc.p99 <= o_.max_p99);
       failed_ = failed_ || !pass;
       lines_.push_back(fmt::format(
-          "accuracy  {:<6} theta {:.2f}{}: |a_tree - a_direct| / |a_direct| over {} bodies: p1 {:.2e}  p50 {:.2e}  "
+          "accuracy  {:<6} {}theta {:.2f}{}: |a_{} - a_direct| / |a_direct| over {} bodies: p1 {:.2e}  p50 {:.2e}  "
           "p99 {:.2e}  max {:.2e}{}",
-          when, th, o_.quadrupole ? "" : " (monopole only)", pc.count, pc.p1, pc.p50, pc.p99, pc.max,
+          when, uses_fmm(o_) ? fmt::format("fmm order {} ", o_.order) : std::string(), th,
+          o_.quadrupole ? "" : " (monopole only)", uses_fmm(o_) ? "fmm" : "tree", pc.count, pc.p1, pc.p50, pc.p99, pc.max,
           bounded ? fmt::format("  (bounds p50 <= {:.0e}, p99 <= {:.0e}) {}", o_.max_p50, o_.max_p99, pass ? "PASS" : "FAIL")
                   : std::string("  (reported only; the bounds are for theta 0.50)")));
     }
@@ -370,9 +387,10 @@ class checker {
 
 std::string summary_head(const sim_options& o, const std::string& backend, std::int64_t depth, std::int64_t nodes,
                          std::int64_t leaves) {
-  std::string out = fmt::format("\nsummary   {} bodies, {} steps of dt {}, theta {}, softening {}, {} per leaf at most, {}\n",
-                                o.n, o.steps, o.dt, o.theta, o.softening, o.max_leaf,
-                                o.quadrupole ? "monopole + quadrupole" : "monopole only");
+  std::string out = fmt::format("\nsummary   {} bodies, {} steps of dt {}, solver {}, theta {}, softening {}, {} per leaf at most, {}\n",
+                                o.n, o.steps, o.dt, o.solver, o.theta, o.softening, o.max_leaf,
+                                uses_fmm(o) ? fmt::format("order {}", o.order)
+                                            : std::string(o.quadrupole ? "monopole + quadrupole" : "monopole only"));
   out += fmt::format("backend   {}\n", backend);
   out += fmt::format("octree    last step: depth {}, {} nodes, {} leaves\n", depth, nodes, leaves);
   return out;
@@ -383,7 +401,8 @@ std::string summary_head(const sim_options& o, const std::string& backend, std::
 int run_cpu(const sim_options& o, std::vector<ct::point> pos, std::vector<vec3> vel, const walk_params& wp,
             canopy::scheduler_options sopt, unsigned threads) {
   sopt.blocks = static_cast<int>(threads);
-  std::unique_ptr<force_backend> backend = make_cpu_backend(sopt, threads);
+  const bool fmm = uses_fmm(o);
+  std::unique_ptr<force_backend> backend = fmm ? make_cpu_fmm_backend(sopt, threads, o.order) : make_cpu_backend(sopt, threads);
   const float dt = static_cast<float>(o.dt), half_dt = 0.5f * dt;
   std::vector<body_force> forces(o.n);
   force_times ft;
@@ -395,10 +414,15 @@ int run_cpu(const sim_options& o, std::vector<ct::point> pos, std::vector<vec3> 
   backend->compute(b.tree, wp, forces, ft);
   require_finite(forces, 0);
   spdlog::info("backend: {}", backend->describe());
-  spdlog::info("initial octree: depth {}, {} nodes, {} leaves (max {} per leaf); build {:.1f} ms, setup {:.2f} ms, "
-               "accumulate {:.3f} ms, forces {:.2f} ms",
-               b.tree.depth, b.tree.node_count(), b.tree.leaves.size(), o.max_leaf, build0, ft.setup_ms,
-               ft.accumulate_ms, ft.forces_ms);
+  if (fmm)
+    spdlog::info("initial octree: depth {}, {} nodes, {} leaves (max {} per leaf); build {:.1f} ms, fmm setup {:.2f} ms, "
+                 "fmm {:.2f} ms",
+                 b.tree.depth, b.tree.node_count(), b.tree.leaves.size(), o.max_leaf, build0, ft.setup_ms, ft.forces_ms);
+  else
+    spdlog::info("initial octree: depth {}, {} nodes, {} leaves (max {} per leaf); build {:.1f} ms, setup {:.2f} ms, "
+                 "accumulate {:.3f} ms, forces {:.2f} ms",
+                 b.tree.depth, b.tree.node_count(), b.tree.leaves.size(), o.max_leaf, build0, ft.setup_ms,
+                 ft.accumulate_ms, ft.forces_ms);
   const energy e0 = kick_and_energy(vel, pos, forces, 0.0f, threads);
 
   checker check(o, wp, threads);
@@ -415,7 +439,8 @@ int run_cpu(const sim_options& o, std::vector<ct::point> pos, std::vector<vec3> 
   };
   if (o.check) check.accuracy(b.tree.points, forces, forces_at(b.tree), "start");
 
-  print_header();
+  print_solver(o);
+  print_header(fmm);
   std::vector<step_line> lines;
   double reorder = 0;
   energy e = e0;
@@ -440,7 +465,7 @@ int run_cpu(const sim_options& o, std::vector<ct::point> pos, std::vector<vec3> 
     e = kick_and_energy(vel, pos, forces, half_dt, threads);
     st.integrate += ms_since(t0);
     lines.push_back(st);
-    print_step(s, s * o.dt, st, &e, e0.total());
+    print_step(s, s * o.dt, st, &e, e0.total(), fmm);
   }
 
   step_line mean;
@@ -453,11 +478,14 @@ int run_cpu(const sim_options& o, std::vector<ct::point> pos, std::vector<vec3> 
   }
   std::string out = summary_head(o, backend->describe(), b.tree.depth, b.tree.node_count(),
                                  static_cast<std::int64_t>(b.tree.leaves.size()));
-  out += phase_table({{"build", mean.build},
-                      {"setup", mean.setup},
-                      {"accumulate", mean.accumulate},
-                      {"forces", mean.forces},
-                      {"integrate", mean.integrate}});
+  if (fmm)
+    out += phase_table({{"build", mean.build}, {"setup", mean.setup}, {"fmm", mean.forces}, {"integrate", mean.integrate}});
+  else
+    out += phase_table({{"build", mean.build},
+                        {"setup", mean.setup},
+                        {"accumulate", mean.accumulate},
+                        {"forces", mean.forces},
+                        {"integrate", mean.integrate}});
   out += fmt::format("(build includes {:.3f} ms reordering the bodies' state to the octree's order)\n", reorder);
   if (o.check) check.accuracy(b.tree.points, forces, forces_at(b.tree), "end");
   const double e_end_direct = check.direct_energy() ? check.direct_total(vel, pos) : 0.0;
@@ -477,7 +505,8 @@ T median_of(std::vector<T> v) {
 
 int run_gpu(const sim_options& o, const std::vector<ct::point>& pos0, const std::vector<vec3>& vel0,
             const walk_params& wp, const canopy::scheduler_options& sopt, unsigned threads) {
-  std::unique_ptr<resident_sim> sim = make_resident_sim(sopt, wp, o.max_leaf);
+  const bool fmm = uses_fmm(o);
+  std::unique_ptr<resident_sim> sim = make_resident_sim(sopt, wp, o.max_leaf, fmm ? o.order : 0);
   const float dt = static_cast<float>(o.dt);
 
   // Step 0: upload, the first tree and forces (also the warm-up: module load, first allocations).
@@ -489,9 +518,9 @@ int run_gpu(const sim_options& o, const std::vector<ct::point>& pos0, const std:
   resident_tree_stats ts = sim->tree_stats();
   spdlog::info("backend: {}", sim->describe());
   spdlog::info("initial octree: depth {}, {} nodes, {} leaves (max {} per leaf); start {:.1f} ms (build {:.2f} ms, "
-               "graph {:.2f} ms, accumulate {:.3f} ms, forces {:.2f} ms)",
-               ts.depth, ts.nodes, ts.leaves, o.max_leaf, ms_since(t0), first.build, first.graph, first.accumulate,
-               first.forces);
+               "{} {:.2f} ms, accumulate {:.3f} ms, {} {:.2f} ms)",
+               ts.depth, ts.nodes, ts.leaves, o.max_leaf, ms_since(t0), first.build, fmm ? "fmm setup" : "graph",
+               first.graph, first.accumulate, fmm ? "fmm" : "forces", first.forces);
 
   checker check(o, wp, threads);
   auto forces_at = [&](float theta) { return sim->forces_at(theta); };
@@ -504,7 +533,8 @@ int run_gpu(const sim_options& o, const std::vector<ct::point>& pos0, const std:
     check.accuracy(start_pos, f, forces_at, "start");
   }
 
-  print_header();
+  print_solver(o);
+  print_header(fmm);
   std::vector<resident_times> times;
   std::vector<double> wall;
   energy e = e0;
@@ -522,7 +552,7 @@ int run_gpu(const sim_options& o, const std::vector<ct::point>& pos0, const std:
         throw std::runtime_error(fmt::format("step {}: non-finite energy (coincident bodies with softening 0?)", s));
     }
     const step_line st{t.build + t.reorder, t.graph, t.accumulate, t.forces, t.drift + t.kick};
-    print_step(s, s * o.dt, st, diag ? &e : nullptr, e0.total());
+    print_step(s, s * o.dt, st, diag ? &e : nullptr, e0.total(), fmm);
   }
 
   resident_times mean;
@@ -538,17 +568,26 @@ int run_gpu(const sim_options& o, const std::vector<ct::point>& pos0, const std:
   }
   ts = sim->tree_stats();
   std::string out = summary_head(o, sim->describe(), ts.depth, ts.nodes, ts.leaves);
-  out += phase_table({{"drift", mean.drift},
-                      {"build", mean.build},
-                      {"reorder", mean.reorder},
-                      {"graph", mean.graph},
-                      {"accumulate", mean.accumulate},
-                      {"forces", mean.forces},
-                      {"kick", mean.kick}});
+  if (fmm)
+    out += phase_table({{"drift", mean.drift},
+                        {"build", mean.build},
+                        {"reorder", mean.reorder},
+                        {"setup", mean.graph},
+                        {"fmm", mean.forces},
+                        {"kick", mean.kick}});
+  else
+    out += phase_table({{"drift", mean.drift},
+                        {"build", mean.build},
+                        {"reorder", mean.reorder},
+                        {"graph", mean.graph},
+                        {"accumulate", mean.accumulate},
+                        {"forces", mean.forces},
+                        {"kick", mean.kick}});
   const double wall_median = median_of(wall);
   out += fmt::format(
       "(stream time: CUDA events between the phases; drift + kick are the CPU path's integrate, build + reorder its "
-      "build, graph its setup)\n");
+      "build, {} its setup)\n",
+      fmm ? "setup (the FMM's geometry, lists, task DAG and scheduler, built on the device)" : "graph");
   out += fmt::format("wall      per step, host clock from enqueue until the step's times are known: median {:.3f} ms "
                      "(min {:.3f}, max {:.3f}); {:.1f}M bodies per second\n",
                      wall_median, *std::min_element(wall.begin(), wall.end()), *std::max_element(wall.begin(), wall.end()),
@@ -628,6 +667,18 @@ void validate(const sim_options& o) {
   if (o.steps < 1) throw std::invalid_argument(fmt::format("--steps must be at least 1, not {}", o.steps));
   if (o.diag_every < 0) throw std::invalid_argument(fmt::format("--diag-every must be at least 0, not {}", o.diag_every));
   if (!(std::isfinite(o.dt) && o.dt > 0)) throw std::invalid_argument(fmt::format("--dt must be a positive number, not {}", o.dt));
+  if (o.solver != "bh" && o.solver != "fmm")
+    throw std::invalid_argument(fmt::format("--solver must be bh or fmm, not '{}'", o.solver));
+  if (o.solver == "fmm") {
+    if (o.order < min_fmm_order || o.order > max_fmm_order)
+      throw std::invalid_argument(
+          fmt::format("--order must be in {}..{} (the FMM's expansion order), not {}", min_fmm_order, max_fmm_order, o.order));
+    // The FMM's criterion compares both cells' radii with their distance (docs/FMM.md); above 1 it
+    // could accept a pair of overlapping cells.
+    if (!(std::isfinite(o.theta) && o.theta > 0 && o.theta <= 1))
+      throw std::invalid_argument(fmt::format("--theta must be in (0, 1] with --solver fmm, not {}", o.theta));
+    if (!o.quadrupole) throw std::invalid_argument("--monopole applies to --solver bh only (the FMM's order is --order)");
+  }
   if (!(std::isfinite(o.theta) && o.theta > 0 && o.theta <= max_theta))
     throw std::invalid_argument(fmt::format(
         "--theta must be in (0, 2/sqrt(3) = 1.1547] (above it a node could be taken whole by a body inside it), not {}",
@@ -666,6 +717,10 @@ int run_simulation(const sim_options& o) {
   canopy::scheduler_options sopt;
   sopt.mode = o.mode;
   const bool use_gpu = o.backend == "gpu" || (o.backend == "auto" && gpu_backend_usable());
+  if (use_gpu && uses_fmm(o) && !gpu_fmm_order_supported(o.order))
+    throw std::invalid_argument(fmt::format(
+        "--order {}: the GPU FMM is compiled for orders {} (canopy::fmm::gpu_orders); use one of them or --backend cpu",
+        o.order, gpu_fmm_orders()));
 
   // Bodies.
   const auto t0 = clock_type::now();

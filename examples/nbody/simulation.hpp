@@ -16,6 +16,16 @@
 
 namespace nbody {
 
+// The FMM's expansion order when --order is not given. 6: docs/FMM.md's accuracy table meets the
+// Barnes-Hut walk's median at theta 0.5 with it, and the GPU evaluator is compiled for it; 8 costs
+// about 3x the M2L work for another factor of ~8 in accuracy. To revisit once the FMM's task
+// bodies are tuned.
+inline constexpr int default_fmm_order = 6;
+// The orders the CPU path evaluates (canopy::fmm::min_order .. max_order); the GPU evaluator's are
+// those of gpu_fmm_order_supported (resident.hpp).
+inline constexpr int min_fmm_order = 2;
+inline constexpr int max_fmm_order = 8;
+
 struct sim_options {
   std::size_t n = 20000;
   int steps = 10;
@@ -30,6 +40,10 @@ struct sim_options {
   int max_leaf = 16;
   unsigned threads = 0;  // host threads for the builder, the CPU backend and the integrator; 0 = all
   bool quadrupole = true;
+  // The force solver: "bh" (the Barnes-Hut walk) or "fmm" (canopy::fmm: Cartesian expansions of
+  // `order`, opening parameter `theta` in its own criterion r_A + r_B < theta |z_A - z_B|).
+  std::string solver = "bh";
+  int order = default_fmm_order;
 
   // --check: accuracy against direct summation and energy drift.
   bool check = false;
