@@ -69,8 +69,12 @@ static_assert(multi_index(0, 0, 8) == coefficient_count(8) - 1);
 
 // The coefficients of an expansion of order P, |n| <= P in multi_index order; Kind keeps multipole
 // and local expansions apart as types (a kernel cannot take one for the other).
+// Float expansions are 16-byte aligned (their size rounded up to whole float4s): a GPU lane reads
+// another task's expansion with 16-byte loads past L1 (detail/register_kernels.cuh), where scalar loads
+// would ask L2 for the same 32-byte sector up to eight times (a float4 of 35 coefficients, order 4,
+// would otherwise straddle the next expansion).
 template <class T, int P, class Kind>
-struct expansion_coefficients {
+struct alignas(sizeof(T) == 4 ? 16 : alignof(T)) expansion_coefficients {
   static_assert(P >= 0, "order must be >= 0");
   static constexpr int order = P;
   static constexpr int size = coefficient_count(P);

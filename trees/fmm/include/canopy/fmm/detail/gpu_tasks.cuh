@@ -4,14 +4,16 @@
 // work). The scheduled DAG (dag_ops) and the phase-by-phase baseline (phase_kernel) call the same
 // bodies, so the comparison measures the schedule, not the kernels.
 //
-// How each kind is split (a first version: one expansion per lane, coefficients in local memory;
+// How each kind is split (up, down and l2p still keep one expansion per lane in local memory;
 // docs/FMM.md lists what a tuned version would change):
 //   up     lanes split the leaf's points (P2M) or the node's children (M2M); partial expansions
 //          summed over the group with shuffles, each lane storing every G-th coefficient
-//   m2l    lanes split the target's sources, summed the same way
+//   m2l    lanes split the target's sources, a batch of G pairs at a time computed from registers
+//          (register_kernels.cuh, orders up to 6) and summed over the group after each batch
 //   down   lanes split the output coefficients of the L2L
 //   l2p    lanes split the leaf's points (each reads the whole local expansion)
-//   p2p    lanes split the leaf's points, every lane walks the same source list
+//   p2p    lanes split the leaf's points, copied over the idle lanes, each copy taking a share
+//          of the source points
 //
 // Data that other tasks of the same run wrote (multipoles, locals, the fields p2p stored) is read
 // with __ldcg: the scheduler's acquire orders it, but a lane that did not perform the acquire
@@ -24,6 +26,7 @@
 #error "canopy/fmm/detail/gpu_tasks.cuh is device code: include it from .cu files only"
 #endif
 
+#include <canopy/fmm/detail/register_kernels.cuh>
 #include <canopy/fmm/expansion.hpp>
 #include <canopy/fmm/kernels.hpp>
 #include <canopy/fmm/task_dag.hpp>
@@ -77,16 +80,49 @@ struct gpu_tasks {
     sum_and_store(g, m, d.multipoles + n);
   }
 
+  // The target's sources in batches of G, a source per lane, each pair's contribution computed
+  // from registers (register_kernels.cuh) and summed over the group at once; lane r keeps the
+  // running sum of coefficients r, r + G, ... (3 registers at order 6), so that a lane holds the
+  // derivative tensor and one pair's contribution, never a third expansion. The sum's order is
+  // fixed by the list (batch by batch, a butterfly within one), whatever the schedule.
+  // Above register_m2l_max_order the tensors do not fit in registers: kernels.hpp's m2l per lane.
   template <int G>
   __device__ __noinline__ void m2l_into(std::int32_t t, const lane_group<G>& g) const {
-    local l;
-    set_zero(l);
     const frame<float> tf = d.frames[t];
-    for (std::int32_t k = d.m2l_offset[t] + g.rank; k < d.m2l_offset[t + 1]; k += G) {
-      const std::int32_t s = d.m2l_source[k];
-      m2l(load_written(d.multipoles[s]), d.frames[s], tf, d.eps2, l);
+    const std::int32_t begin = d.m2l_offset[t], end = d.m2l_offset[t + 1];
+    if constexpr (P <= register_m2l_max_order) {
+      constexpr int N = local::size, per_lane = (N + G - 1) / G;
+      float sum[per_lane];
+      static_for<per_lane>([&](auto i) { sum[decltype(i)::value] = 0.f; });
+      for (std::int32_t base = begin; base < end; base += G) {
+        const std::int32_t k = base + g.rank;
+        float pair[N];
+        if (k < end) {
+          const std::int32_t s = d.m2l_source[k];
+          m2l_pair_registers<P>(d.multipoles[s], d.frames[s], tf, d.eps2, pair);
+        } else {
+          static_for<N>([&](auto i) { pair[decltype(i)::value] = 0.f; });
+        }
+        static_for<N>([&](auto ii) {
+          constexpr int i = decltype(ii)::value;
+          const float v = group_sum(g, pair[i]);
+          if (g.rank == i % G) sum[i / G] += v;
+        });
+      }
+      static_for<per_lane>([&](auto ji) {
+        constexpr int j = decltype(ji)::value;
+        const int i = j * G + g.rank;
+        if (i < N) d.locals[t].c[i] = sum[j];
+      });
+    } else {
+      local l;
+      set_zero(l);
+      for (std::int32_t k = begin + g.rank; k < end; k += G) {
+        const std::int32_t s = d.m2l_source[k];
+        m2l(load_written(d.multipoles[s]), d.frames[s], tf, d.eps2, l);
+      }
+      sum_and_store(g, l, d.locals + t);
     }
-    sum_and_store(g, l, d.locals + t);
   }
 
   // kernels.hpp's l2l, each lane computing the coefficients j = rank (mod G) of the child:
@@ -132,17 +168,52 @@ struct gpu_tasks {
     }
   }
 
+  // A leaf of n points on G lanes: c = G / n copies of the leaf's points (c = 1 from n > G / 2),
+  // copy q taking every c-th point of each source leaf; the copies' partial fields are then added
+  // in copy order over shuffles. Leaves hold about 9 points on average at 32 a leaf (Plummer), so
+  // a lane per point left more than two thirds of the warp idle. Source points are read-only
+  // during the run (plain loads, L1 serves the lanes that read the same point).
   template <int G>
   __device__ __noinline__ void p2p_leaf(std::int32_t leaf, const lane_group<G>& g) const {
     const std::int32_t begin = d.point_begin[leaf], end = begin + d.point_count[leaf];
-    for (std::int32_t j = begin + g.rank; j < end; j += G) {
-      const trees::point q = d.points[j];
-      field<float> f{0.f, 0.f, 0.f, 0.f};
-      for (std::int32_t k = d.p2p_offset[leaf]; k < d.p2p_offset[leaf + 1]; ++k) {
-        const std::int32_t s = d.p2p_source[k], sb = d.point_begin[s];
-        p2p(d.points + sb, d.point_count[s], s == leaf ? j - sb : -1, d.eps2, q.x, q.y, q.z, f);
+    const std::int32_t first = d.p2p_offset[leaf], last = d.p2p_offset[leaf + 1];
+    const float eps2 = d.eps2;
+    for (std::int32_t base = begin; base < end; base += G) {
+      const int n = static_cast<int>(end - base < G ? end - base : G);
+      const int copies = G / n, copy = g.rank / n, slot = g.rank - copy * n;
+      const std::int32_t j = base + slot;
+      float ax = 0.f, ay = 0.f, az = 0.f, phi = 0.f;
+      if (copy < copies) {
+        const trees::point q = d.points[j];
+        for (std::int32_t k = first; k < last; ++k) {
+          const std::int32_t s = d.p2p_source[k], sb = d.point_begin[s], se = sb + d.point_count[s];
+          for (std::int32_t i = sb + copy; i < se; i += copies) {
+            if (i == j) continue;
+            const trees::point p = d.points[i];
+            const float dx = p.x - q.x, dy = p.y - q.y, dz = p.z - q.z;
+            const float inv_r = rsqrtf(dx * dx + dy * dy + dz * dz + eps2);
+            const float m_inv_r = p.m * inv_r;
+            const float w = m_inv_r * inv_r * inv_r;
+            ax += w * dx;
+            ay += w * dy;
+            az += w * dz;
+            phi -= m_inv_r;
+          }
+        }
       }
-      d.fields[j] = f;
+      // Copy 0's lanes add the other copies' partials in copy order. The shuffles read ax .. phi,
+      // which no lane changes here: summing into them in place would hand the next round a lane
+      // that already added an earlier copy, counting copy c >= 1 2^(copies-1-c) times (a leaf of
+      // one point: copy 1 2^30 times). Every lane takes part (copies is the group's).
+      float sx = ax, sy = ay, sz = az, sphi = phi;
+      for (int c = 1; c < copies; ++c) {
+        const int from = c * n + slot;
+        sx += g.from_lane(ax, from);
+        sy += g.from_lane(ay, from);
+        sz += g.from_lane(az, from);
+        sphi += g.from_lane(phi, from);
+      }
+      if (copy == 0) d.fields[j] = field<float>{sx, sy, sz, sphi};
     }
   }
 
@@ -164,12 +235,14 @@ struct gpu_tasks {
 // order-6 M2L and up kernels 127 and 130 registers (220 and 254 at order 8). At the scheduler's
 // default cap of 64 the same bodies spilled (228 bytes of spill stores a call in m2l_into at
 // order 6, 748 in up) and twice the threads kept their expansions in local memory at once: the two
-// schedules ran different machine code, not only different orders.
+// schedules ran different machine code, not only different orders. The register M2L needs 80, 128
+// and 168 registers at orders 4, 5 and 6 (ptxas, the M2L phase kernel): 168 still lets three
+// 128-thread blocks share an SM.
 template <int P>
 struct dag_ops {
   static constexpr int group_size = 32;
   static constexpr int tasks_per_group = 1;
-  static constexpr int max_registers = P >= 8 ? 224 : 128;
+  static constexpr int max_registers = P >= 8 ? 224 : P >= 6 ? 168 : 128;
   gpu_tasks<P> tasks;
 
   template <int G>
