@@ -118,10 +118,12 @@ distributed_octree build_distributed_octree(const mpi_context& ctx, exchange& ex
   return d;
 }
 
-std::vector<trees::multipole<float>> combine_top_tree(const global_tree& top,
-                                                      std::span<const trees::multipole<float>> leaves) {
+namespace {
+
+template <class T>
+std::vector<trees::multipole<T>> combine_levels(const global_tree& top, std::span<const trees::multipole<T>> leaves) {
   if (leaves.size() != top.leaves.size()) throw std::invalid_argument("combine_top_tree: one payload per global leaf");
-  std::vector<trees::multipole<float>> m(static_cast<std::size_t>(top.node_count()), trees::multipole_identity<float>());
+  std::vector<trees::multipole<T>> m(static_cast<std::size_t>(top.node_count()), trees::multipole_identity<T>());
   for (std::size_t i = 0; i < top.leaves.size(); ++i) m[static_cast<std::size_t>(top.leaves[i])] = leaves[i];
   // Bottom-up by levels, children merged in order, as the passes do.
   for (auto level = static_cast<std::ptrdiff_t>(top.level_offset.size()) - 2; level >= 0; --level) {
@@ -129,7 +131,7 @@ std::vector<trees::multipole<float>> combine_top_tree(const global_tree& top,
          n < top.level_offset[static_cast<std::size_t>(level) + 1]; ++n) {
       const auto k = static_cast<std::size_t>(n);
       if (top.child_count[k] == 0) continue;
-      trees::multipole<float> acc = m[static_cast<std::size_t>(top.first_child[k])];
+      trees::multipole<T> acc = m[static_cast<std::size_t>(top.first_child[k])];
       for (std::int32_t c = 1; c < top.child_count[k]; ++c) {
         acc = trees::m2m_merge(acc, m[static_cast<std::size_t>(top.first_child[k] + c)]);
       }
@@ -137,6 +139,18 @@ std::vector<trees::multipole<float>> combine_top_tree(const global_tree& top,
     }
   }
   return m;
+}
+
+}  // namespace
+
+std::vector<trees::multipole<float>> combine_top_tree(const global_tree& top,
+                                                      std::span<const trees::multipole<float>> leaves) {
+  return combine_levels(top, leaves);
+}
+
+std::vector<trees::multipole<double>> combine_top_tree(const global_tree& top,
+                                                       std::span<const trees::multipole<double>> leaves) {
+  return combine_levels(top, leaves);
 }
 
 distributed_moments distributed_upward_pass(const mpi_context& ctx, exchange& ex, const distributed_octree& tree,

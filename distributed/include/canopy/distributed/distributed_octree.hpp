@@ -71,6 +71,9 @@ distributed_moments distributed_upward_pass(const mpi_context& ctx, exchange& ex
 // all-gather delivers them): leaves copied, each parent the merge of its children in order.
 std::vector<trees::multipole<float>> combine_top_tree(const global_tree& top,
                                                       std::span<const trees::multipole<float>> leaves);
+// The same in double: the reference a check combines from the branch payloads in double.
+std::vector<trees::multipole<double>> combine_top_tree(const global_tree& top,
+                                                       std::span<const trees::multipole<double>> leaves);
 
 // Every node of the global octree this rank holds: the nodes of the global tree when
 // `with_top` (they are the same on every rank: pass it on one), then the strict descendants of
