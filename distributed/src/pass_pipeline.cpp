@@ -32,23 +32,6 @@ void tell(watchdog* dog, const char* phase) {
   if (dog != nullptr) dog->enter(phase);
 }
 
-std::vector<ct::multipole<double>> combine_top_tree_double(const global_tree& top,
-                                                           const std::vector<ct::multipole<double>>& leaves) {
-  std::vector<ct::multipole<double>> m(static_cast<std::size_t>(top.node_count()), ct::multipole_identity<double>());
-  for (std::size_t i = 0; i < top.leaves.size(); ++i) m[static_cast<std::size_t>(top.leaves[i])] = leaves[i];
-  for (auto level = static_cast<std::ptrdiff_t>(top.level_offset.size()) - 2; level >= 0; --level) {
-    for (std::int32_t n = top.level_offset[static_cast<std::size_t>(level)];
-         n < top.level_offset[static_cast<std::size_t>(level) + 1]; ++n) {
-      const auto k = static_cast<std::size_t>(n);
-      for (std::int32_t c = 0; c < top.child_count[k]; ++c) {
-        m[k] = c == 0 ? m[static_cast<std::size_t>(top.first_child[k])]
-                      : ct::m2m_merge(m[k], m[static_cast<std::size_t>(top.first_child[k] + c)]);
-      }
-    }
-  }
-  return m;
-}
-
 // The worst of (worst, bound, within) over the ranks: the largest worst, with the bound of the rank
 // whose worst / bound is largest, within only when within on every rank.
 pipeline_error reduce_error(const mpi_context& ctx, const ct::quantity_error& q) {
@@ -92,7 +75,7 @@ pipeline_check check_pipeline(const mpi_context& ctx, const global_tree& top, co
   std::vector<ct::multipole<double>> leaves(top.leaves.size());
   mpi_exchange host(ctx.comm());
   all_gather_v(host, mine.data(), leaves.data(), counts);
-  const std::vector<ct::multipole<double>> exact = combine_top_tree_double(top, leaves);
+  const std::vector<ct::multipole<double>> exact = combine_top_tree(top, leaves);
 
   pipeline_check k;
   const double edge = top.cube.hi[0] - top.cube.lo[0];
@@ -198,7 +181,7 @@ void run_on_devices(const mpi_context& ctx, std::span<const ct::point> points, c
   ctx.phase("device", [&] {
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) throw std::runtime_error("no CUDA device");
   });
-  const int device = node_local_rank(ctx) % devices;
+  const int device = ranks_on_host(ctx).rank % devices;
   owned_stream stream;
   ctx.phase("device", [&] {
     if (cudaSetDevice(device) != cudaSuccess || cudaStreamCreateWithFlags(&stream.s, cudaStreamNonBlocking) != cudaSuccess)
@@ -267,13 +250,14 @@ std::vector<std::string> gather_lines(const mpi_context& ctx, const std::string&
   return lines;
 }
 
-int node_local_rank(const mpi_context& ctx) {
+host_ranks ranks_on_host(const mpi_context& ctx) {
   MPI_Comm local;
   MPI_Comm_split_type(ctx.comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
-  int r = 0;
-  MPI_Comm_rank(local, &r);
+  host_ranks h;
+  MPI_Comm_rank(local, &h.rank);
+  MPI_Comm_size(local, &h.size);
   MPI_Comm_free(&local);
-  return r;
+  return h;
 }
 
 pipeline_result run_pass_pipeline(const mpi_context& ctx, std::span<const ct::point> points, const pipeline_options& o,

@@ -22,6 +22,7 @@
 #include "canopy/trees/reference.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "payload_text.hpp"
 #include "distributed_commands.hpp"
 #include "mpi_launch.hpp"
 #include "scheduler_cli.hpp"
@@ -95,25 +96,6 @@ void warn_unused_scheduler_options(const CLI::App& cmd, const pass_options& o) {
   if (o.backend.backend != "reference") return;
   for (const auto* name : scheduler_option_names)
     if (cmd.count(name) > 0) spdlog::warn("{} is ignored by --backend reference", name);
-}
-
-template <class T>
-nlohmann::json payload_json(const trees::multipole<T>& p) {
-  return {{"count", p.count},
-          {"mass", p.mass},
-          {"com", {p.com[0], p.com[1], p.com[2]}},
-          {"m2", {{"xx", p.m2[0]}, {"xy", p.m2[1]}, {"xz", p.m2[2]}, {"yy", p.m2[3]}, {"yz", p.m2[4]}, {"zz", p.m2[5]}}},
-          {"bbox", {{"lo", {p.lo[0], p.lo[1], p.lo[2]}}, {"hi", {p.hi[0], p.hi[1], p.hi[2]}}}}};
-}
-
-template <class T>
-void print_payload(const trees::multipole<T>& p) {
-  fmt::print("  count     {}\n", p.count);
-  fmt::print("  mass      {}\n", p.mass);
-  fmt::print("  com       ({}, {}, {})\n", p.com[0], p.com[1], p.com[2]);
-  fmt::print("  m2        xx {}  xy {}  xz {}\n", p.m2[0], p.m2[1], p.m2[2]);
-  fmt::print("            yy {}  yz {}  zz {}\n", p.m2[3], p.m2[4], p.m2[5]);
-  fmt::print("  bbox      ({}, {}, {}) .. ({}, {}, {})\n", p.lo[0], p.lo[1], p.lo[2], p.hi[0], p.hi[1], p.hi[2]);
 }
 
 // "gpu on NVIDIA H100 ..., mode continuation": the mode once, whether or not the backend's device

@@ -27,6 +27,7 @@
 #include "common/stats.hpp"
 #include "common/text.hpp"
 #include "distributed_commands.hpp"
+#include "payload_text.hpp"
 
 namespace canopy::tool {
 
@@ -44,11 +45,11 @@ std::vector<ct::point> scatter_points(const cd::mpi_context& ctx, const std::vec
   std::uint64_t n = all.size();
   MPI_Bcast(&n, 1, MPI_UINT64_T, 0, ctx.comm());
   const auto size = static_cast<std::uint64_t>(ctx.size());
-  const auto bound = [&](std::uint64_t k) { return n / size * k + n % size * k / size; };
   std::vector<int> counts(ctx.size()), displs(ctx.size());
-  for (int r = 0; r < ctx.size(); ++r) {
-    counts[r] = static_cast<int>(bound(r + 1) - bound(r));
-    displs[r] = static_cast<int>(bound(r));
+  for (int r = 0; r < ctx.size(); ++r) {  // the parts read_points_binary_part and load_points_part make
+    const auto r64 = static_cast<std::uint64_t>(r);
+    counts[r] = static_cast<int>(ct::part_begin(n, r64 + 1, size) - ct::part_begin(n, r64, size));
+    displs[r] = static_cast<int>(ct::part_begin(n, r64, size));
   }
   std::vector<ct::point> mine(static_cast<std::size_t>(counts[ctx.rank()]));
   MPI_Datatype record;
@@ -101,13 +102,8 @@ placement place(const cd::mpi_context& ctx, const std::string& backend) {
 // The cpu backend's workers: the node's cores shared among its ranks, unless --blocks says.
 int cpu_workers(const cd::mpi_context& ctx, int blocks) {
   if (blocks > 0) return blocks;
-  MPI_Comm local;
-  MPI_Comm_split_type(ctx.comm(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
-  int ranks_here = 1;
-  MPI_Comm_size(local, &ranks_here);
-  MPI_Comm_free(&local);
   const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, ranks_here));
+  return std::max(1, cores / std::max(1, cd::ranks_on_host(ctx).size));
 }
 
 cd::pipeline_options pipeline_for(const cd::mpi_context& ctx, const tree_options& tree, const placement& p,
@@ -173,23 +169,6 @@ nlohmann::json phases_json(const cd::mpi_context& ctx, const std::vector<cd::pha
   const spread s = over_ranks(ctx, runs, first, step_of);
   j["step"] = {{"min_ms", s.min}, {"max_ms", s.max}};
   return j;
-}
-
-nlohmann::json payload_json(const ct::multipole<float>& p) {
-  return {{"count", p.count},
-          {"mass", p.mass},
-          {"com", {p.com[0], p.com[1], p.com[2]}},
-          {"m2", {{"xx", p.m2[0]}, {"xy", p.m2[1]}, {"xz", p.m2[2]}, {"yy", p.m2[3]}, {"yz", p.m2[4]}, {"zz", p.m2[5]}}},
-          {"bbox", {{"lo", {p.lo[0], p.lo[1], p.lo[2]}}, {"hi", {p.hi[0], p.hi[1], p.hi[2]}}}}};
-}
-
-void print_payload(const ct::multipole<float>& p) {
-  fmt::print("  count     {}\n", p.count);
-  fmt::print("  mass      {}\n", p.mass);
-  fmt::print("  com       ({}, {}, {})\n", p.com[0], p.com[1], p.com[2]);
-  fmt::print("  m2        xx {}  xy {}  xz {}\n", p.m2[0], p.m2[1], p.m2[2]);
-  fmt::print("            yy {}  yz {}  zz {}\n", p.m2[3], p.m2[4], p.m2[5]);
-  fmt::print("  bbox      ({}, {}, {}) .. ({}, {}, {})\n", p.lo[0], p.lo[1], p.lo[2], p.hi[0], p.hi[1], p.hi[2]);
 }
 
 std::string describe(const cd::mpi_context& ctx, const cd::pipeline_result& r) {
@@ -395,22 +374,15 @@ int bench_command(const cd::mpi_context& ctx, const distributed_bench_request& q
   return exit_ok;
 }
 
-// Runs `command` on every rank; a distributed_error (agreed by every rank) is rethrown as is: main
-// prints it once, from rank 0.
-template <class Command>
-int on_every_rank(Command&& command) {
-  const cd::mpi_context ctx(MPI_COMM_WORLD);
-  return command(ctx);
-}
-
 }  // namespace
 
+// A distributed_error (agreed by every rank) leaves these as is: main prints it once, from rank 0.
 int run_distributed_pass(const distributed_pass_request& request) {
-  return on_every_rank([&](const cd::mpi_context& ctx) { return pass_command(ctx, request); });
+  return pass_command(cd::mpi_context(MPI_COMM_WORLD), request);
 }
 
 int run_distributed_bench(const distributed_bench_request& request) {
-  return on_every_rank([&](const cd::mpi_context& ctx) { return bench_command(ctx, request); });
+  return bench_command(cd::mpi_context(MPI_COMM_WORLD), request);
 }
 
 }  // namespace canopy::tool

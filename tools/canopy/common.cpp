@@ -178,8 +178,8 @@ std::optional<std::vector<trees::point>> load_points_part(const std::string& spe
     throw usage_error(spec, "a lattice spec builds one complete octree in place, on one process: under mpiexec give "
                             "gen:uniform|plummer|clusters:N or a points file");
   const auto n = static_cast<std::size_t>(g.n);
-  const auto bound = [&](std::size_t k) { return n / parts * k + n % parts * k / parts; };
-  auto points = trees::generate_slice(g.dist, n, g.seed, bound(part), bound(part + 1));
+  auto points = trees::generate_slice(g.dist, n, g.seed, trees::part_begin(n, part, parts),
+                                      trees::part_begin(n, part + 1, parts));
   t.done(fmt::format("generated {} of the {} points of {} (part {} of {})", grouped(static_cast<long long>(points.size())),
                      grouped(static_cast<long long>(n)), spec, part + 1, parts));
   return points;

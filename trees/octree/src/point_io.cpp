@@ -424,11 +424,7 @@ std::vector<point> read_points_binary_part(const std::filesystem::path& path, st
   if (!in.read(reinterpret_cast<char*>(header), sizeof header)) throw input_error(file, "cannot read the header");
   const std::uint64_t count = checked_count(header, size, file);
   if (total != nullptr) *total = count;
-  // count * k / parts without overflow (k <= parts): the quotient's and the remainder's shares.
-  const auto bound = [&](std::size_t k) -> std::uint64_t {
-    return count / parts * k + count % parts * k / parts;
-  };
-  const std::uint64_t begin = bound(part), end = bound(part + 1);
+  const std::uint64_t begin = part_begin(count, part, parts), end = part_begin(count, part + 1, parts);
   std::vector<point> points(static_cast<std::size_t>(end - begin));
   in.seekg(static_cast<std::streamoff>(point_file_header_bytes + begin * record_bytes));
   if (!in.read(reinterpret_cast<char*>(points.data()), static_cast<std::streamsize>(points.size() * record_bytes))) {

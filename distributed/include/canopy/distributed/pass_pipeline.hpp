@@ -82,7 +82,12 @@ pipeline_result run_pass_pipeline(const mpi_context& ctx, std::span<const trees:
 // Rank 0 receives every rank's `line`, in rank order (other ranks get an empty vector). Collective.
 std::vector<std::string> gather_lines(const mpi_context& ctx, const std::string& line);
 
-// The device of a rank: its rank among the ranks of its host, modulo the host's GPUs.
-int node_local_rank(const mpi_context& ctx);
+// This rank among the ranks of its host (MPI_COMM_TYPE_SHARED): its index there, which picks its
+// GPU (modulo the host's GPUs), and their count, which shares the host's cores. Collective.
+struct host_ranks {
+  int rank = 0;
+  int size = 1;
+};
+host_ranks ranks_on_host(const mpi_context& ctx);
 
 }  // namespace canopy::distributed

@@ -87,6 +87,13 @@ std::vector<point> read_points(const std::filesystem::path& path, const read_opt
 std::vector<point> parse_points(std::span<const std::byte> bytes, const read_options& options = {},
                                 std::string_view source = "<memory>");
 std::vector<point> read_points_binary(const std::filesystem::path& path);
+// Where part `part` of `parts` of `count` points begins: count * part / parts without overflow
+// (part <= parts, parts >= 1). Part k is [part_begin(count, k, parts), part_begin(count, k + 1, parts)):
+// read_points_binary_part reads it, and a distributed run generates or scatters points by it.
+constexpr std::uint64_t part_begin(std::uint64_t count, std::uint64_t part, std::uint64_t parts) {
+  return count / parts * part + count % parts * part / parts;
+}
+
 // Part `part` of `parts` of a Canopy binary file: its points [count * part / parts,
 // count * (part + 1) / parts), read with one seek, so that a rank of a distributed run reads only
 // its share (the parts of all ranks are the file, in order). The header is checked as by
