@@ -168,6 +168,10 @@ int main(int argc, char** argv) {
     if (!m)
       throw std::invalid_argument("--mode: unknown mode '" + mode + "' (" + mode_names + ")");
     o.mode = *m;
+    if (o.solver == "fmm") {
+      if (app.count("--mode") == 0) o.mode = nbody::default_fmm_mode;
+      if (app.count("--max-leaf") == 0) o.max_leaf = nbody::default_fmm_max_leaf;
+    }
     o.quadrupole = !monopole;
     if (app.count("--order") > 0 && o.solver != "fmm")
       throw std::invalid_argument("--order applies to --solver fmm only");

@@ -16,11 +16,14 @@
 
 namespace nbody {
 
-// The FMM's expansion order when --order is not given. 6: docs/FMM.md's accuracy table meets the
-// Barnes-Hut walk's median at theta 0.5 with it, and the GPU evaluator is compiled for it; 8 costs
-// about 3x the M2L work for another factor of ~8 in accuracy. To revisit once the FMM's task
-// bodies are tuned.
-inline constexpr int default_fmm_order = 6;
+// The FMM's expansion order, leaf size and scheduler mode when --order, --max-leaf and --mode are not
+// given: order 5 at theta 0.5 and leaves of at most 32 bodies is the fastest setting measured on
+// the GPU that is as accurate as the Barnes-Hut walk (bench/RESULTS.md, "The FMM as one task
+// graph": smaller leaves double the M2L pairs, larger ones give a few leaves P2P lists of thousands
+// of leaves, one warp's work); warp-rounds runs the FMM's task DAG with no block barrier.
+inline constexpr int default_fmm_order = 5;
+inline constexpr int default_fmm_max_leaf = 32;
+inline constexpr canopy::mode default_fmm_mode = canopy::mode::warp_rounds;
 // The orders the CPU path evaluates (canopy::fmm::min_order .. max_order); the GPU evaluator's are
 // those of gpu_fmm_order_supported (resident.hpp).
 inline constexpr int min_fmm_order = 2;

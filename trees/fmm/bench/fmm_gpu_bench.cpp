@@ -5,7 +5,7 @@
 //
 //   canopy_fmm_gpu_bench [--n 65536,1048576] [--order 4|5|6|8] [--theta 0.5] [--eps2 1e-6]
 //                        [--max-leaf 32] [--reps 20] [--sample 1000] [--full-check 200000] [--seed 1]
-//                        [--m2l-wait-levels 0,2]
+//                        [--m2l-wait-levels 0,2] [--mode warp-rounds]
 //
 // --m2l-wait-levels lists DAG shapes (task_dag.hpp's dag_shape): each value k is one more DAG
 // variant, its m2l tasks waiting for the up task of each source's ancestor k levels up (0: every
@@ -27,6 +27,8 @@
 #include <canopy/trees/octree.hpp>
 
 #include <cuda_runtime.h>
+
+#include <optional>
 
 #include <algorithm>
 #include <chrono>
@@ -57,12 +59,20 @@ struct options {
   std::size_t full_check = 200000;
   std::uint64_t seed = 1;
   std::vector<int> m2l_wait_levels{0, 2};
+  canopy::mode mode = cf::default_scheduler_options().mode;
 };
+
+canopy::scheduler_options scheduler_options_of(const options& o) {
+  canopy::scheduler_options s = cf::default_scheduler_options();
+  s.mode = o.mode;
+  return s;
+}
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "canopy_fmm_gpu_bench: %s\nusage: canopy_fmm_gpu_bench [--n N[,N...]] [--order 4|5|6|8] [--theta T] [--eps2 E]\n"
-               "       [--max-leaf L] [--reps R] [--sample S] [--full-check N] [--seed S] [--m2l-wait-levels K[,K...]]\n",
+               "       [--max-leaf L] [--reps R] [--sample S] [--full-check N] [--seed S] [--m2l-wait-levels K[,K...]]\n"
+               "       [--mode MODE]\n",
                why.c_str());
   std::exit(2);
 }
@@ -86,6 +96,11 @@ options parse(int argc, char** argv) {
       else if (a == "--sample") o.sample = std::stoull(v);
       else if (a == "--full-check") o.full_check = std::stoull(v);
       else if (a == "--seed") o.seed = std::stoull(v);
+      else if (a == "--mode") {
+        const std::optional<canopy::mode> m = canopy::parse_mode(v);
+        if (!m) usage("--mode: unknown mode '" + v + "'");
+        o.mode = *m;
+      }
       else if (a == "--m2l-wait-levels") {
         o.m2l_wait_levels.clear();
         std::stringstream ss(v);
@@ -188,11 +203,12 @@ int run_size(const options& o, std::size_t n) {
 
   std::vector<std::unique_ptr<cf::gpu_evaluator>> dags;
   for (const int k : o.m2l_wait_levels)
-    dags.push_back(std::make_unique<cf::gpu_evaluator>(o.order, tree, geometry, lists, o.eps2, canopy::scheduler_options{},
+    dags.push_back(std::make_unique<cf::gpu_evaluator>(o.order, tree, geometry, lists, o.eps2, scheduler_options_of(o),
                                                        cf::dag_shape{k}));
   cf::gpu_evaluator& fmm = *dags.front();
   const cf::task_dag& dag = fmm.dag();
-  std::printf("\n## Plummer %zu points, order %d, theta %.2f, eps2 %g, max_leaf %d\n\n", n, o.order, o.theta, o.eps2, o.max_leaf);
+  std::printf("\n## Plummer %zu points, order %d, theta %.2f, eps2 %g, max_leaf %d, DAG mode %s\n\n", n, o.order, o.theta, o.eps2,
+              o.max_leaf, std::string(canopy::to_string(o.mode)).c_str());
   std::printf("tree: %d nodes, %zu leaves, depth %d; M2L pairs %zu, P2P leaf pairs %zu; host tree+lists %.2f s, "
               "CPU reference (%s) %.2f s\n",
               tree.node_count(), tree.leaves.size(), tree.depth, lists.m2l_source.size(), lists.p2p_source.size(),
@@ -305,6 +321,54 @@ int run_size(const options& o, std::size_t n) {
                   stats_of(variants[k].t1).median / dag_t1, stats_of(variants[k].t2).median / dag_t2);
   }
   std::printf("DAG grid: %d blocks\n", fmm.dag_blocks());
+  {
+    // Where the baseline's time goes: each phase alone, median of 5 runs.
+    std::vector<cf::level_phase_times> runs;
+    for (int r = 0; r < 5; ++r) runs.push_back(fmm.time_level_phases(stream));
+    const auto med = [&](double cf::level_phase_times::*m) {
+      std::vector<double> v;
+      for (const cf::level_phase_times& x : runs) v.push_back(x.*m);
+      return 1000.0 * stats_of(v).median;
+    };
+    const double p2m = med(&cf::level_phase_times::p2m), m2m = med(&cf::level_phase_times::m2m),
+                 m2l = med(&cf::level_phase_times::m2l), l2l = med(&cf::level_phase_times::l2l),
+                 p2p = med(&cf::level_phase_times::p2p), l2p = med(&cf::level_phase_times::l2p);
+    std::printf("level phases alone, us (median of 5): P2M %.1f, M2M %.1f (%d levels), M2L %.1f, L2L %.1f (%d levels), "
+                "P2P %.1f, L2P %.1f; sum %.1f\n",
+                p2m, m2m, runs.front().m2m_levels, m2l, l2l, runs.front().l2l_levels, p2p, l2p, p2m + m2m + m2l + l2l + p2p + l2p);
+  }
+  {
+    // The same bodies' clock cycles in the level phases and in the DAG, kind by kind: whether a body
+    // runs slower inside the persistent kernel, and how much of the DAG's warp time is bodies.
+    fmm.set_task_clocks(true);
+    (void)fmm.time_level_phases(stream);
+    const cf::task_clocks graph_clocks = fmm.read_task_clocks();
+    fmm.set_task_clocks(true);
+    cuda_ok(cudaEventRecord(start, stream), "cudaEventRecord");
+    fmm.enqueue_dag(stream);
+    cuda_ok(cudaEventRecord(stop, stream), "cudaEventRecord");
+    finish(variants[0]);
+    float dag_ms = 0;
+    cuda_ok(cudaEventElapsedTime(&dag_ms, start, stop), "cudaEventElapsedTime");
+    const cf::task_clocks dag_clocks = fmm.read_task_clocks();
+    fmm.set_task_clocks(false);
+    int khz = 0, device = 0;
+    cuda_ok(cudaGetDevice(&device), "cudaGetDevice");
+    cuda_ok(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device), "cudaDeviceGetAttribute");
+    const char* kinds[] = {"up", "m2l", "down", "l2p", "p2p"};
+    double dag_body = 0;
+    std::printf("task bodies' clocks (kcycles a task, graph phases / DAG; Gcycles in all):");
+    for (int k = 0; k < 5; ++k) {
+      const double g = graph_clocks.tasks[k] ? double(graph_clocks.cycles[k]) / graph_clocks.tasks[k] / 1e3 : 0;
+      const double d = dag_clocks.tasks[k] ? double(dag_clocks.cycles[k]) / dag_clocks.tasks[k] / 1e3 : 0;
+      dag_body += double(dag_clocks.cycles[k]);
+      std::printf(" %s %.2f / %.2f (%.2f / %.2f)%s", kinds[k], g, d, graph_clocks.cycles[k] / 1e9, dag_clocks.cycles[k] / 1e9,
+                  k < 4 ? ";" : "\n");
+    }
+    const double warp_cycles = double(dag_ms) * 1e-3 * khz * 1e3 * fmm.dag_blocks() * 4.0;
+    std::printf("DAG run with clocks %.1f us: its warps' cycles %.2f G, in task bodies %.2f G (%.0f%%)\n", 1000.0 * dag_ms,
+                warp_cycles / 1e9, dag_body / 1e9, 100.0 * dag_body / warp_cycles);
+  }
 
   // Accuracy against direct summation (double, every point as a source) on the sample.
   fmm.enqueue_dag(stream);

@@ -9,6 +9,7 @@
 
 #include <canopy/cuda/device_buffer.hpp>
 #include <canopy/cuda/error.hpp>
+#include <canopy/cuda/event.hpp>
 #include <canopy/fmm/detail/gpu_tasks.cuh>
 #include <canopy/fmm/device_lists.hpp>
 #include <canopy/fmm/evaluate.hpp>
@@ -17,6 +18,7 @@
 #include <canopy/fmm/task_ops.hpp>
 #include <canopy/gpu_scheduler.cuh>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -122,7 +124,62 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   void enqueue_dag(cudaStream_t stream) override { sched_->run_async(dag_ops<P>{tasks_}, stream); }
 
   void enqueue_level_graph(cudaStream_t stream, bool near_field_branch) override {
-    CANOPY_CUDA_TRY(cudaGraphLaunch(near_field_branch ? branch_.get() : serial_.get(), stream));
+    CANOPY_CUDA_TRY(cudaGraphLaunch(level_graph(near_field_branch), stream));
+  }
+
+  level_phase_times time_level_phases(cudaStream_t stream) override {
+    level_phase_times t;
+    std::array<cuda_event, 7> e;
+    int kernels = 0;
+    const std::int32_t leaves = ranges_.end - ranges_.p2p_begin;
+    e[0].record(stream);
+    launch<task_kind::up>(p2p_leaf_ptr_, leaves, stream, kernels);  // P2M
+    e[1].record(stream);
+    for (int level = depth_; level >= 0; --level) {
+      const std::int32_t b = internal_level_offset_[static_cast<std::size_t>(level)];
+      const std::int32_t c = internal_level_offset_[static_cast<std::size_t>(level) + 1] - b;
+      launch<task_kind::up>(internal_node_ptr_ + b, c, stream, kernels);
+      t.m2m_levels += c > 0;
+    }
+    e[2].record(stream);
+    launch<task_kind::m2l>(m2l_target_ptr_, ranges_.down_begin - ranges_.m2l_begin, stream, kernels);
+    e[3].record(stream);
+    for (int level = 0; level <= depth_; ++level) {
+      const std::int32_t b = down_level_offset_[static_cast<std::size_t>(level)];
+      const std::int32_t c = down_level_offset_[static_cast<std::size_t>(level) + 1] - b;
+      launch<task_kind::down>(down_node_ptr_ + b, c, stream, kernels);
+      t.l2l_levels += c > 0;
+    }
+    e[4].record(stream);
+    launch<task_kind::p2p>(p2p_leaf_ptr_, leaves, stream, kernels);
+    e[5].record(stream);
+    launch<task_kind::l2p>(l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin, stream, kernels);
+    e[6].record(stream);
+    CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
+    double* out[] = {&t.p2m, &t.m2m, &t.m2l, &t.l2l, &t.p2p, &t.l2p};
+    for (int i = 0; i < 6; ++i) *out[i] = static_cast<double>(elapsed_ms(e[static_cast<std::size_t>(i)], e[static_cast<std::size_t>(i) + 1]));
+    return t;
+  }
+
+  void set_task_clocks(bool on) override {
+    if (on) {
+      if (clocks_.size() == 0) clocks_ = device_buffer<unsigned long long>(10);
+      CANOPY_CUDA_TRY(cudaMemset(clocks_.data(), 0, clocks_.bytes()));
+      tasks_.clocks = clocks_.data();
+    } else {
+      tasks_.clocks = nullptr;
+    }
+  }
+  task_clocks read_task_clocks() override {
+    task_clocks c;
+    if (clocks_.size() == 0) return c;
+    CANOPY_CUDA_TRY(cudaDeviceSynchronize());
+    const std::vector<unsigned long long> v = clocks_.download();
+    for (int k = 0; k < 5; ++k) {
+      c.cycles[k] = v[static_cast<std::size_t>(2 * k)];
+      c.tasks[k] = v[static_cast<std::size_t>(2 * k + 1)];
+    }
+    return c;
   }
 
   canopy::run_result last_dag_result() const override { return sched_->last_result(); }
@@ -135,6 +192,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   }
   int dag_blocks() const override { return sched_->last_grid(); }
   int level_graph_kernels(bool near_field_branch) const override {
+    (void)level_graph(near_field_branch);
     return near_field_branch ? branch_kernels_ : serial_kernels_;
   }
   // The device path's DAG is downloaded on the first call (synchronous; for checks).
@@ -163,8 +221,14 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
                                    m2l_target, down_node, l2p_leaf, p2p_leaf,
                                    has_local, static_cast<float>(eps2), multipoles_.data(), locals_.data(),
                                    fields_.data()};
-    serial_ = capture(false, serial_kernels_);
-    branch_ = capture(true, branch_kernels_);
+  }
+
+  // The level graph, captured on its first use: an evaluator that only runs the DAG (the N-body
+  // step builds one per tree) never pays for the two captures and instantiations.
+  cudaGraphExec_t level_graph(bool branch) const {
+    graph_exec& g = branch ? branch_ : serial_;
+    if (!g) g = capture(branch, branch ? branch_kernels_ : serial_kernels_);
+    return g.get();
   }
 
   static device_buffer<frame<float>> frames_of(std::span<const cell_geometry> geometry, const trees::octree& tree) {
@@ -178,10 +242,12 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   }
 
   template <task_kind K>
-  void launch(const std::int32_t* nodes, std::int32_t count, cudaStream_t s, int& kernels) const {
+  void launch(const std::int32_t* nodes, std::int32_t count, cudaStream_t s, int& kernels, bool clocks = true) const {
     if (count <= 0) return;
     const auto blocks = static_cast<unsigned>((static_cast<std::int64_t>(count) * 32 + threads - 1) / threads);
-    phase_kernel<P, K><<<blocks, threads, 0, s>>>(tasks_, nodes, count);
+    gpu_tasks<P> tasks = tasks_;
+    if (!clocks) tasks.clocks = nullptr;  // the captured graphs never count
+    phase_kernel<P, K><<<blocks, threads, 0, s>>>(tasks, nodes, count);
     CANOPY_CUDA_TRY(cudaGetLastError());
     ++kernels;
   }
@@ -190,7 +256,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   // level by level from the deepest internal level up, M2L over every target, L2L level by level
   // from the root down, then P2P (stores) and L2P (adds). With `branch`, P2P forks from the start
   // onto a second stream and joins before L2P.
-  graph_exec capture(bool branch, int& kernels) {
+  graph_exec capture(bool branch, int& kernels) const {
     kernels = 0;
     cudaStream_t s = nullptr, near = nullptr;
     cudaEvent_t fork = nullptr, join = nullptr;
@@ -203,26 +269,26 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     try {
       CANOPY_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
       const std::int32_t leaves = ranges_.end - ranges_.p2p_begin;
-      const auto p2p = [&](cudaStream_t on) { launch<task_kind::p2p>(p2p_leaf_ptr_, leaves, on, kernels); };
+      const auto p2p = [&](cudaStream_t on) { launch<task_kind::p2p>(p2p_leaf_ptr_, leaves, on, kernels, false); };
       if (branch) {
         CANOPY_CUDA_TRY(cudaEventRecord(fork, s));
         CANOPY_CUDA_TRY(cudaStreamWaitEvent(near, fork));
         p2p(near);
         CANOPY_CUDA_TRY(cudaEventRecord(join, near));
       }
-      launch<task_kind::up>(p2p_leaf_ptr_, leaves, s, kernels);  // P2M
+      launch<task_kind::up>(p2p_leaf_ptr_, leaves, s, kernels, false);  // P2M
       for (int level = depth_; level >= 0; --level) {
         const std::int32_t b = internal_level_offset_[static_cast<std::size_t>(level)];
-        launch<task_kind::up>(internal_node_ptr_ + b, internal_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels);
+        launch<task_kind::up>(internal_node_ptr_ + b, internal_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels, false);
       }
-      launch<task_kind::m2l>(m2l_target_ptr_, ranges_.down_begin - ranges_.m2l_begin, s, kernels);
+      launch<task_kind::m2l>(m2l_target_ptr_, ranges_.down_begin - ranges_.m2l_begin, s, kernels, false);
       for (int level = 0; level <= depth_; ++level) {
         const std::int32_t b = down_level_offset_[static_cast<std::size_t>(level)];
-        launch<task_kind::down>(down_node_ptr_ + b, down_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels);
+        launch<task_kind::down>(down_node_ptr_ + b, down_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels, false);
       }
       if (branch) CANOPY_CUDA_TRY(cudaStreamWaitEvent(s, join));
       else p2p(s);
-      launch<task_kind::l2p>(l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin, s, kernels);
+      launch<task_kind::l2p>(l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin, s, kernels, false);
       CANOPY_CUDA_TRY(cudaStreamEndCapture(s, &graph));
       CANOPY_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
     } catch (...) {
@@ -261,9 +327,10 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   const std::int32_t *m2l_target_ptr_ = nullptr, *down_node_ptr_ = nullptr, *l2p_leaf_ptr_ = nullptr, *p2p_leaf_ptr_ = nullptr,
                      *internal_node_ptr_ = nullptr;
   gpu_tasks<P> tasks_{};
+  device_buffer<unsigned long long> clocks_;  // set_task_clocks' counts
   std::optional<canopy::gpu_scheduler> sched_;
-  graph_exec serial_, branch_;
-  int serial_kernels_ = 0, branch_kernels_ = 0;
+  mutable graph_exec serial_, branch_;  // captured on first use (level_graph)
+  mutable int serial_kernels_ = 0, branch_kernels_ = 0;
 };
 
 template <int P>

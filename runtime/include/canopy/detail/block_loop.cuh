@@ -319,6 +319,135 @@ __device__ inline void wait_for_stop(const scheduler_ref& r, std::uint64_t start
     if (idle_poll(r, polls, start, idle_start, idle)) return;
 }
 
+/// A ready task that a lane group of run_dag_by_groups does not run itself: to a block's shared
+/// queue picked by the push policy (three tries), else to the global queue; when both are full the
+/// run fails with queue_overflow naming it. `tick`: the lane's own push counter.
+__device__ __forceinline__ void push_ready(const scheduler_ref& r, int worker, std::uint32_t& tick, task_id s) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int q = pick_shared_queue(r.policy, worker, r.worker_count, tick, attempt,
+                                    [&](int i) { return r.shared_ring<device_scope>(i); });
+    if (r.shared_ring<device_scope>(q).try_push(s)) {
+      ++tick;
+      return;
+    }
+  }
+  ++tick;
+  if (!r.global_ring<device_scope>().try_push(s)) fail<device_scope>(r, status::queue_overflow, s);
+}
+
+/// warp_rounds on a DAG (Ops without tree_only, or a graph with successor lists): every lane group
+/// is a worker of its own, and nothing waits at a block barrier. A group takes one task at a time:
+/// its block's statically dealt sources (split over the block's groups), then its own block's
+/// shared queue, the global queue, two other blocks' shared queues (a steal), its claimed sources,
+/// a new claim. It runs the task, resolves the successors with all its lanes (arrive_each: lane k
+/// arrives at successors k, k + G, ...), runs the first one made ready next (continuation, no
+/// queue round trip) and pushes the others (push_ready). The block loop makes every group of a
+/// block wait for the longest task of the block's batch: with the FMM's tasks (from a few thousand
+/// to a few hundred thousand cycles) its warps spent three quarters of the run there
+/// (bench/RESULTS.md). Trees run here too when the Ops do not declare tree_only (a parent per task).
+template <class Ops, int G>
+__device__ void run_dag_by_groups(const Ops& ops, const scheduler_ref& r, int worker, const lane_group<G>& g) {
+  const auto groups = static_cast<std::uint32_t>(blockDim.x) / G;
+  const auto group = static_cast<std::uint32_t>(threadIdx.x) / G;
+  const bool tree = tree_only_of<Ops> || r.graph.succ_offsets == nullptr;
+  const std::uint64_t start = global_timer_ns();
+  const auto total = static_cast<std::uint32_t>(r.graph.source_count);
+  // The block's static chunk (fetch_batch's first fetch), task group, group + groups, ... of it.
+  std::uint32_t static_next = 0, static_end = 0;
+  if (r.static_sources > 0) {
+    const auto chunk = static_cast<std::uint32_t>(r.source_chunk);
+    const std::uint32_t first = static_cast<std::uint32_t>(worker) * chunk;
+    static_end = min(min(first + chunk, static_cast<std::uint32_t>(r.static_sources)), total);
+    static_next = first + group;
+  }
+  std::uint32_t claimed_next = 0, claimed_end = 0;  // sources claimed from the cursor, not yet run
+  bool sources_done = false;
+  std::uint32_t tick = threadIdx.x;  // spreads the first pushes of a block's lanes over the queues
+  task_id t = no_task;
+  for (unsigned hops = 0;; ++hops) {
+    if (t == no_task) {
+      int stop = 0;
+      task_id got = no_task;
+      if (g.rank == 0) {
+        const std::uint64_t idle_start = global_timer_ns();
+        backoff idle{64, idle_sleep_cap(r, start, idle_start, idle_start)};
+        for (unsigned polls = 0;; ++polls) {
+          if (static_next < static_end) {
+            got = r.graph.sources[static_next];
+            static_next += groups;
+            break;
+          }
+          if (should_stop<device_scope>(r)) {
+            stop = 1;
+            break;
+          }
+          if (r.shared_ring<device_scope>(worker).try_pop(got)) break;
+          if (r.global_ring<device_scope>().try_pop(got)) break;
+          if (r.worker_count > 1) {
+            const std::uint32_t seed = mix32(static_cast<std::uint32_t>(worker) * 0x9e3779b9U + polls * 0x85ebca6bU + group);
+            const int victim = static_cast<int>((static_cast<std::uint32_t>(worker) + 1 + seed % static_cast<std::uint32_t>(r.worker_count - 1)) %
+                                                static_cast<std::uint32_t>(r.worker_count));
+            if (r.shared_ring<device_scope>(victim).try_pop(got)) break;
+          }
+          if (claimed_next < claimed_end) {
+            got = r.graph.sources[claimed_next++];
+            break;
+          }
+          if (!sources_done) {
+            std::uint32_t f = 0;
+            const int n = claim_source_range<device_scope>(r, 4, true, &f);
+            if (n > 0) {
+              claimed_next = f + 1;
+              claimed_end = f + static_cast<std::uint32_t>(n);
+              got = r.graph.sources[f];
+              break;
+            }
+            sources_done = true;
+          }
+          if (idle_poll(r, polls, start, idle_start, idle)) {
+            stop = 1;
+            break;
+          }
+        }
+      }
+      if (g.from_first(stop) != 0) return;
+      t = g.from_first(got);
+      // Orders the other lanes' reads of the task's inputs after lane 0's acquire (the pop's).
+      g.sync();
+    } else if ((hops & 63) == 0 && g.from_first(g.rank == 0 && should_stop<device_scope>(r) ? 1 : 0) != 0) {
+      return;  // a long chain looks at the stop flag every 64 tasks
+    }
+    // The successors (or the parent) are loaded before the task runs, so that the loads overlap it.
+    task_id parent = no_task;
+    std::int32_t succ_begin = 0, succ_end = 0;
+    if (tree) {
+      if (g.rank == 0) parent = r.graph.parent[t];
+    } else if constexpr (!tree_only_of<Ops>) {
+      succ_begin = r.graph.succ_offsets[t];
+      succ_end = r.graph.succ_offsets[t + 1];
+    }
+    invoke_task(ops, t, g);
+    // Every lane's writes before the arriving lanes' releases.
+    g.sync();
+    task_id mine = no_task;
+    if (tree) {
+      if (g.rank == 0 && resolve_parent<device_scope>(r.graph, parent, [&](task_id s) { mine = s; }) == 0)
+        sink_finished<device_scope>(r);
+    } else {
+      arrive_each<device_scope>(r.graph, succ_begin + g.rank, succ_end, G, [&](task_id s) {
+        if (mine == no_task) mine = s;
+        else push_ready(r, worker, tick, s);
+      });
+      if (succ_end == succ_begin && g.rank == 0) sink_finished<device_scope>(r);
+    }
+    const int leader = g.first_with(mine != no_task);
+    if (mine != no_task && g.rank != leader) push_ready(r, worker, tick, mine);
+    t = leader < 0 ? no_task : g.from_lane(mine, leader);
+    // After the acquire of the lane that made `t` ready, the other lanes' reads of its inputs.
+    g.sync();
+  }
+}
+
 /// What the block master keeps between rounds (shared memory; thread 0 only).
 struct master_state {
   local_ring priv;  // the block's private queue
@@ -369,6 +498,8 @@ __device__ void block_fetch_loop(const Ops& ops, const scheduler_ref& r) {
     run_tree_by_warps(ops, r, worker, staged, g);
     __syncthreads();
     if (tid == 0) wait_for_stop(r, ms.start);
+  } else if constexpr (T.warp_rounds) {
+    run_dag_by_groups(ops, r, worker, g);
   } else {
     for (;;) {
       if (tid == 0) {

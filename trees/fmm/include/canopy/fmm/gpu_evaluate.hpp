@@ -46,6 +46,30 @@ namespace canopy::fmm {
 inline constexpr int gpu_orders[] = {4, 5, 6, 8};
 inline bool gpu_order_supported(int order) { return order == 4 || order == 5 || order == 6 || order == 8; }
 
+/// The scheduler options the evaluator runs its DAG with unless told otherwise: mode warp_rounds,
+/// where every warp fetches, runs and resolves its tasks on its own (no block barrier between the
+/// FMM's tasks of very different lengths; docs/FMM.md).
+inline canopy::scheduler_options default_scheduler_options() {
+  canopy::scheduler_options o;
+  o.mode = canopy::mode::warp_rounds;
+  return o;
+}
+
+/// What each phase of the level-by-level baseline takes when it runs alone (milliseconds of stream
+/// time, its kernels launched one after another, not from the graph): where the baseline's time goes.
+struct level_phase_times {
+  double p2m = 0, m2m = 0, m2l = 0, l2l = 0, p2p = 0, l2p = 0;
+  int m2m_levels = 0, l2l_levels = 0;  // kernels (levels) in the M2M and L2L phases
+};
+
+/// Per task kind (task_kind's order: up, m2l, down, l2p, p2p), the SM clock cycles the bodies took
+/// and how many ran, summed over the runs since set_task_clocks(true) (clock64 of the body's first
+/// lane around the body: the same count in the DAG and in the level phases).
+struct task_clocks {
+  unsigned long long cycles[5] = {};
+  unsigned long long tasks[5] = {};
+};
+
 namespace detail {
 // What every order's implementation provides (gpu_evaluate_impl.cuh).
 class gpu_evaluator_base {
@@ -53,6 +77,9 @@ class gpu_evaluator_base {
   virtual ~gpu_evaluator_base() = default;
   virtual void enqueue_dag(cudaStream_t stream) = 0;
   virtual void enqueue_level_graph(cudaStream_t stream, bool near_field_branch) = 0;
+  virtual level_phase_times time_level_phases(cudaStream_t stream) = 0;
+  virtual void set_task_clocks(bool on) = 0;
+  virtual task_clocks read_task_clocks() = 0;
   virtual canopy::run_result last_dag_result() const = 0;
   virtual std::vector<field<float>> fields() const = 0;
   virtual const field<float>* device_fields() const = 0;
@@ -75,12 +102,12 @@ std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::built_device
 class gpu_evaluator {
  public:
   /// Uploads the tree's points, the frames of `geometry`, the lists and the task DAG built from
-  /// them, sizes the scheduler (options: its mode, grid, deadline; the defaults are the fastest
-  /// measured for trees) and captures the two level graphs. Throws std::invalid_argument for an
+  /// them and sizes the scheduler (options: its mode, grid, deadline; default_scheduler_options()
+  /// is the fastest measured for the FMM). The level graphs are captured on their first use. Throws std::invalid_argument for an
   /// order outside gpu_orders or lists not of this tree, canopy::error without a usable device.
   /// `shape`: what the DAG's m2l tasks wait for (task_dag.hpp); the level graph does not use it.
   gpu_evaluator(int order, const trees::octree& tree, std::span<const cell_geometry> geometry, const interaction_lists& lists,
-                double eps2, const canopy::scheduler_options& options = {}, const dag_shape& shape = {});
+                double eps2, const canopy::scheduler_options& options = default_scheduler_options(), const dag_shape& shape = {});
   /// From the GPU-built octree, with no host copy of the tree: the cells' geometry, the
   /// interaction lists (opening parameter `theta`, as build_interaction_lists) and the task DAG are
   /// built on the device (device_lists.hpp), then used as the constructor above uses its
@@ -89,7 +116,8 @@ class gpu_evaluator {
   /// this returns; work on `stream` that builds `tree` is waited for. Throws as the constructor
   /// above and as build_interaction_lists (theta outside (0, 1]).
   gpu_evaluator(int order, const trees::built_device_octree& tree, double theta, double eps2,
-                const canopy::scheduler_options& options = {}, cudaStream_t stream = nullptr, const dag_shape& shape = {});
+                const canopy::scheduler_options& options = default_scheduler_options(), cudaStream_t stream = nullptr,
+                const dag_shape& shape = {});
   gpu_evaluator(gpu_evaluator&&) noexcept = default;
   gpu_evaluator& operator=(gpu_evaluator&&) noexcept = default;
   ~gpu_evaluator() = default;
@@ -101,6 +129,15 @@ class gpu_evaluator {
   void enqueue_level_graph(cudaStream_t stream = nullptr, bool near_field_branch = false) {
     impl_->enqueue_level_graph(stream, near_field_branch);
   }
+  /// Runs the level-by-level phases once, each timed alone (synchronous; a diagnostic: the fields
+  /// it leaves are the level graph's).
+  level_phase_times time_level_phases(cudaStream_t stream = nullptr) { return impl_->time_level_phases(stream); }
+  /// Counts each body's clock cycles in the runs that follow (enqueue_dag, time_level_phases; never
+  /// the captured level graphs) until set_task_clocks(false); resets the counts. A
+  /// diagnostic: the counting adds two atomics and a group sync to every task.
+  void set_task_clocks(bool on) { impl_->set_task_clocks(on); }
+  /// The counts since set_task_clocks(true) (synchronous).
+  task_clocks read_task_clocks() { return impl_->read_task_clocks(); }
   /// After synchronising the stream of the last enqueue_dag: its result (a timeout or error of
   /// the scheduler; the level graph's errors are the stream's, seen by the synchronisation).
   canopy::run_result last_dag_result() const { return impl_->last_dag_result(); }

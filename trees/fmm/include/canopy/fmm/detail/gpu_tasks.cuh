@@ -4,14 +4,15 @@
 // work). The scheduled DAG (dag_ops) and the phase-by-phase baseline (phase_kernel) call the same
 // bodies, so the comparison measures the schedule, not the kernels.
 //
-// How each kind is split (up, down and l2p still keep one expansion per lane in local memory;
-// docs/FMM.md lists what a tuned version would change):
+// How each kind is split (orders up to 6 run every kernel from registers, register_kernels.cuh;
+// order 8 keeps kernels.hpp's per-lane arrays, in local memory):
 //   up     lanes split the leaf's points (P2M) or the node's children (M2M); partial expansions
-//          summed over the group with shuffles, each lane storing every G-th coefficient
-//   m2l    lanes split the target's sources, a batch of G pairs at a time computed from registers
-//          (register_kernels.cuh, orders up to 6) and summed over the group after each batch
-//   down   lanes split the output coefficients of the L2L
-//   l2p    lanes split the leaf's points (each reads the whole local expansion)
+//          summed over the warp by recursive halving (warp_reduce_scatter)
+//   m2l    lanes split the target's sources, a batch of G pairs at a time, each batch summed over
+//          the warp by recursive halving into the lanes' running shares of the local
+//   down   one lane runs the whole L2L (the parent's coefficients streamed, the child's in
+//          registers); order 8: lanes split the output coefficients
+//   l2p    lanes split the leaf's points (each holds the whole local expansion)
 //   p2p    lanes split the leaf's points, copied over the idle lanes, each copy taking a share
 //          of the source points
 //
@@ -58,14 +59,67 @@ __device__ __forceinline__ void sum_and_store(const lane_group<G>& g, const E& p
   }
 }
 
+// Sums the lanes' partial expansions over the group and stores the sum into dst[0, N): recursive
+// halving on a warp (lane r stores its share, coefficients K r ..), a butterfly per coefficient on a
+// smaller group.
+template <int G, int N>
+__device__ __forceinline__ void sum_and_store_registers(const lane_group<G>& g, const float (&partial)[N], float* dst) {
+  if constexpr (G == 32) {
+    constexpr int K = warp_share<N>;
+    float v[32 * K];
+    warp_reduce_scatter<N>(g.rank, partial, v);
+    static_for<K>([&](auto t) {
+      const int i = g.rank * K + decltype(t)::value;
+      if (i < N) dst[i] = v[decltype(t)::value];
+    });
+  } else {
+    static_for<N>([&](auto ii) {
+      constexpr int i = decltype(ii)::value;
+      const float v = group_sum(g, partial[i]);
+      if (i % G == g.rank) dst[i] = v;
+    });
+  }
+}
+
 template <int P>
 struct gpu_tasks {
   using multipole = multipole_expansion<float, P>;
   using local = local_expansion<float, P>;
   task_data<float, P> d;
+  // Where the time goes (gpu_evaluator::set_task_clocks): per kind, the SM clock cycles its bodies
+  // took (lane 0's clock64 around the body, the group converged after it) and how many ran; null:
+  // not counted.
+  unsigned long long* clocks = nullptr;
+
+  __device__ __forceinline__ long long clock_start() const { return clocks != nullptr ? clock64() : 0; }
+  template <int G>
+  __device__ __forceinline__ void clock_stop(task_kind k, long long start, const lane_group<G>& g) const {
+    if (clocks == nullptr) return;
+    g.sync();
+    if (g.rank == 0) {
+      atomicAdd(clocks + 2 * static_cast<int>(k), static_cast<unsigned long long>(clock64() - start));
+      atomicAdd(clocks + 2 * static_cast<int>(k) + 1, 1ull);
+    }
+  }
 
   template <int G>
   __device__ __noinline__ void up(std::int32_t n, const lane_group<G>& g) const {
+    if constexpr (P <= register_m2l_max_order) {
+      constexpr int N = multipole::size;
+      float m[N];
+      static_for<N>([&](auto i) { m[decltype(i)::value] = 0.f; });
+      const frame<float> f = d.frames[n];
+      const std::int32_t children = d.child_count[n];
+      if (children == 0) {
+        const trees::point* pts = d.points + d.point_begin[n];
+        for (std::int32_t j = g.rank; j < d.point_count[n]; j += G) p2m_point_registers<P>(pts[j], f, m);
+      } else {
+        const std::int32_t first = d.first_child[n];
+        for (std::int32_t c = first + g.rank; c < first + children; c += G) m2m_registers<P>(d.multipoles[c], d.frames[c], f, m);
+      }
+      sum_and_store_registers(g, m, d.multipoles[n].c);
+      return;
+    }
     multipole m;
     set_zero(m);
     const frame<float> f = d.frames[n];
@@ -91,7 +145,33 @@ struct gpu_tasks {
     const frame<float> tf = d.frames[t];
     const std::int32_t begin = d.m2l_offset[t], end = d.m2l_offset[t + 1];
     if constexpr (P <= register_m2l_max_order) {
-      constexpr int N = local::size, per_lane = (N + G - 1) / G;
+      constexpr int N = local::size;
+      if constexpr (G == 32) {
+        // Each batch's pairs summed by recursive halving: lane r keeps the running sums of
+        // coefficients K r .. K r + K - 1 (warp_share), so a batch costs 32 K - K shuffles, not 5 N.
+        constexpr int K = warp_share<N>;
+        float sum[K];
+        static_for<K>([&](auto i) { sum[decltype(i)::value] = 0.f; });
+        for (std::int32_t base = begin; base < end; base += G) {
+          const std::int32_t k = base + g.rank;
+          float pair[N];
+          if (k < end) {
+            const std::int32_t s = d.m2l_source[k];
+            m2l_pair_registers<P>(d.multipoles[s], d.frames[s], tf, d.eps2, pair);
+          } else {
+            static_for<N>([&](auto i) { pair[decltype(i)::value] = 0.f; });
+          }
+          float v[32 * K];
+          warp_reduce_scatter<N>(g.rank, pair, v);
+          static_for<K>([&](auto i) { sum[decltype(i)::value] += v[decltype(i)::value]; });
+        }
+        static_for<K>([&](auto i) {
+          const int c = g.rank * K + decltype(i)::value;
+          if (c < N) d.locals[t].c[c] = sum[decltype(i)::value];
+        });
+        return;
+      }
+      constexpr int per_lane = (N + G - 1) / G;
       float sum[per_lane];
       static_for<per_lane>([&](auto i) { sum[decltype(i)::value] = 0.f; });
       for (std::int32_t base = begin; base < end; base += G) {
@@ -139,6 +219,17 @@ struct gpu_tasks {
       for (int j = g.rank; j < local::size; j += G) out[j] = own ? __ldcg(out + j) : 0.f;
       return;
     }
+    if constexpr (P <= register_m2l_max_order) {
+      if (g.rank != 0) return;
+      constexpr int N = local::size;
+      float acc[N];
+      l2l_registers<P>(d.locals[p], d.frames[p], cf, acc);
+      static_for<N>([&](auto ji) {
+        constexpr int j = decltype(ji)::value;
+        out[j] = (own ? __ldcg(out + j) : 0.f) + acc[j];
+      });
+      return;
+    }
     const float* parent = d.locals[p].c;
     float s[coefficient_count(P)];
     float power[P + 1];  // (s_C / s_B)^(|j|+1)
@@ -155,8 +246,22 @@ struct gpu_tasks {
   __device__ __noinline__ void l2p_leaf(std::int32_t leaf, const lane_group<G>& g) const {
     const std::int32_t begin = d.point_begin[leaf], end = begin + d.point_count[leaf];
     if (begin + g.rank >= end) return;
-    const local l = load_written(d.locals[leaf]);
     const frame<float> f = d.frames[leaf];
+    if constexpr (P <= register_m2l_max_order) {
+      float l[local::size];
+      load_registers(d.locals[leaf], l);
+      for (std::int32_t j = begin + g.rank; j < end; j += G) {
+        const trees::point q = d.points[j];
+        const field<float> far = l2p_registers<P>(l, f, q.x, q.y, q.z);
+        field<float>* out = d.fields + j;
+        out->ax = __ldcg(&out->ax) + far.ax;
+        out->ay = __ldcg(&out->ay) + far.ay;
+        out->az = __ldcg(&out->az) + far.az;
+        out->phi = __ldcg(&out->phi) + far.phi;
+      }
+      return;
+    }
+    const local l = load_written(d.locals[leaf]);
     for (std::int32_t j = begin + g.rank; j < end; j += G) {
       const trees::point q = d.points[j];
       const field<float> far = l2p(l, f, q.x, q.y, q.z);
@@ -187,11 +292,13 @@ struct gpu_tasks {
         const trees::point q = d.points[j];
         for (std::int32_t k = first; k < last; ++k) {
           const std::int32_t s = d.p2p_source[k], sb = d.point_begin[s], se = sb + d.point_count[s];
+          // Branch-free (the target itself weighs 0: adding zero leaves every sum's value as a
+          // skip would), so that the unrolled loop has several source loads in flight.
+#pragma unroll 4
           for (std::int32_t i = sb + copy; i < se; i += copies) {
-            if (i == j) continue;
             const trees::point p = d.points[i];
             const float dx = p.x - q.x, dy = p.y - q.y, dz = p.z - q.z;
-            const float inv_r = rsqrtf(dx * dx + dy * dy + dz * dz + eps2);
+            const float inv_r = i == j ? 0.f : rsqrtf(dx * dx + dy * dy + dz * dz + eps2);
             const float m_inv_r = p.m * inv_r;
             const float w = m_inv_r * inv_r * inv_r;
             ax += w * dx;
@@ -248,13 +355,16 @@ struct dag_ops {
   template <int G>
   __device__ void operator()(task_id t, const lane_group<G>& g) const {
     const std::int32_t n = tasks.d.node_of(t);
-    switch (tasks.d.ranges.kind_of(t)) {
+    const task_kind kind = tasks.d.ranges.kind_of(t);
+    const long long start = tasks.clock_start();
+    switch (kind) {
       case task_kind::up: tasks.up(n, g); break;
       case task_kind::m2l: tasks.m2l_into(n, g); break;
       case task_kind::down: tasks.down(n, g); break;
       case task_kind::l2p: tasks.l2p_leaf(n, g); break;
       case task_kind::p2p: tasks.p2p_leaf(n, g); break;
     }
+    tasks.clock_stop(kind, start, g);
   }
 };
 static_assert(std::is_trivially_copyable_v<dag_ops<4>>);
@@ -264,7 +374,10 @@ template <int P, task_kind K>
 __global__ void phase_kernel(gpu_tasks<P> tasks, const std::int32_t* nodes, std::int32_t count) {
   const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (warp >= count) return;  // the whole warp leaves together: no shuffle below misses a lane
-  tasks.template run<K>(nodes[warp], lane_group<32>::here());
+  const lane_group<32> g = lane_group<32>::here();
+  const long long start = tasks.clock_start();
+  tasks.template run<K>(nodes[warp], g);
+  tasks.clock_stop(K, start, g);
 }
 
 }  // namespace canopy::fmm::detail

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// kernels.hpp's M2L for one lane with every array in registers: the loops over
-// multi-indices unrolled at compile time (static_for), so that each coefficient is a register and
-// not an element of a per-thread array in local memory. The generic kernels index their arrays by
+// kernels.hpp's kernels for one lane with every array in registers (M2L, and P2M, M2M, L2L, L2P),
+// and the warp's sum of an expansion: the loops over multi-indices unrolled at compile time
+// (static_for), so that each coefficient is a register and not an element of a per-thread array in
+// local memory. The generic kernels index their arrays by
 // loop variables; under nvcc the order-6 M2L kept a 1.3 KB stack per thread whose traffic, not the
 // arithmetic, set its speed (about 50x under the SM's issue rate).
 //
@@ -19,12 +20,15 @@
 #include <canopy/fmm/expansion.hpp>
 #include <canopy/trees/point.hpp>
 
+#include <cuda_runtime.h>
+
 #include <type_traits>
 #include <utility>
 
 namespace canopy::fmm::detail {
 
-// The highest order whose M2L runs from registers (the two tensors fit the 255-register budget).
+// The highest order whose M2L runs from registers (the two tensors fit the 255-register budget);
+// the other kernels' register versions use the same bound.
 inline constexpr int register_m2l_max_order = 6;
 
 template <class F, int... I>
@@ -145,6 +149,164 @@ __device__ __forceinline__ void m2l_pair_registers(const multipole_expansion<flo
     constexpr int k = decltype(ki)::value;
     constexpr int ok = multi_of(k).order;
     t[k] *= beta_power[ok];
+  });
+}
+
+// s[n] = S_n(v) = v^n / n!, |n| <= Q: expansion.hpp's scaled_monomials with every index a constant.
+template <int Q>
+__device__ __forceinline__ void scaled_monomials_registers(float vx, float vy, float vz, float (&s)[coefficient_count(Q)]) {
+  s[0] = 1.f;
+  static_for<coefficient_count(Q) - 1>([&](auto i) {
+    constexpr int idx = decltype(i)::value + 1;
+    constexpr multi_index_parts n = multi_of(idx);
+    if constexpr (n.x > 0) s[idx] = s[multi_index(n.x - 1, n.y, n.z)] * vx / float(n.x);
+    else if constexpr (n.y > 0) s[idx] = s[multi_index(n.x, n.y - 1, n.z)] * vy / float(n.y);
+    else s[idx] = s[multi_index(n.x, n.y, n.z - 1)] * vz / float(n.z);
+  });
+}
+
+// The coefficients of an expansion another task of the run wrote, in registers (16-byte loads
+// past L1).
+template <int N, class E>
+__device__ __forceinline__ void load_registers(const E& e, float (&c)[N]) {
+  static_assert(E::size == N);
+  const float4* chunks = reinterpret_cast<const float4*>(e.c);
+  float4 chunk;
+  static_for<N>([&](auto ii) {
+    constexpr int i = decltype(ii)::value;
+    if constexpr (i % 4 == 0) chunk = __ldcg(chunks + i / 4);
+    c[i] = chunk_part<i>(chunk);
+  });
+}
+
+// P2M of one point: kernels.hpp's p2m, adding into m.
+template <int P>
+__device__ __forceinline__ void p2m_point_registers(const trees::point& q, const frame<float>& f,
+                                                    float (&m)[coefficient_count(P)]) {
+  constexpr int N = coefficient_count(P);
+  const float inv_s = 1.f / f.scale;
+  float s[N];
+  scaled_monomials_registers<P>((q.x - f.center[0]) * inv_s, (q.y - f.center[1]) * inv_s, (q.z - f.center[2]) * inv_s, s);
+  const float mass = q.m;
+  static_for<N>([&](auto i) { m[decltype(i)::value] += mass * s[decltype(i)::value]; });
+}
+
+// M2M of one child: kernels.hpp's m2m, adding into m,
+//   Mt^A_{k+j} += Mt^C_k rho^|k| S_j(d / s_A)  for |k + j| <= P,
+// the child's coefficients streamed (each used for all its j at once), so that only S and m stay live.
+template <int P>
+__device__ __forceinline__ void m2m_registers(const multipole_expansion<float, P>& child, const frame<float>& cf,
+                                              const frame<float>& pf, float (&m)[coefficient_count(P)]) {
+  constexpr int N = coefficient_count(P);
+  const float inv_s = 1.f / pf.scale;
+  float s[N];
+  scaled_monomials_registers<P>((cf.center[0] - pf.center[0]) * inv_s, (cf.center[1] - pf.center[1]) * inv_s,
+                                (cf.center[2] - pf.center[2]) * inv_s, s);
+  const float rho = cf.scale * inv_s;
+  float rho_power[P + 1];
+  rho_power[0] = 1.f;
+  static_for<P>([&](auto i) { rho_power[decltype(i)::value + 1] = rho_power[decltype(i)::value] * rho; });
+  const float4* chunks = reinterpret_cast<const float4*>(child.c);
+  float4 chunk;
+  static_for<N>([&](auto ki) {
+    constexpr int k = decltype(ki)::value;
+    constexpr int ok = multi_of(k).order;
+    if constexpr (k % 4 == 0) chunk = __ldcg(chunks + k / 4);
+    const float w = chunk_part<k>(chunk) * rho_power[ok];
+    static_for<coefficient_count(P - ok)>([&](auto ji) {
+      constexpr int j = decltype(ji)::value;
+      m[sum_index(k, j)] += w * s[j];
+    });
+  });
+}
+
+// L2L into one child: kernels.hpp's l2l with the sums over m ordered by the parent's coefficient,
+//   acc_j = sum_{j <= i} Ft^B_i S_{i-j}(t / s_B),  out_j = own_j + (s_C / s_B)^(|j|+1) acc_j,
+// the parent's coefficients streamed, so that only S and acc stay live.
+template <int P>
+__device__ __forceinline__ void l2l_registers(const local_expansion<float, P>& parent, const frame<float>& pf,
+                                              const frame<float>& cf, float (&acc)[coefficient_count(P)]) {
+  constexpr int N = coefficient_count(P);
+  const float inv_s = 1.f / pf.scale;
+  float s[N];
+  scaled_monomials_registers<P>((cf.center[0] - pf.center[0]) * inv_s, (cf.center[1] - pf.center[1]) * inv_s,
+                                (cf.center[2] - pf.center[2]) * inv_s, s);
+  static_for<N>([&](auto j) { acc[decltype(j)::value] = 0.f; });
+  const float4* chunks = reinterpret_cast<const float4*>(parent.c);
+  float4 chunk;
+  static_for<N>([&](auto ii) {
+    constexpr int i = decltype(ii)::value;
+    constexpr multi_index_parts ip = multi_of(i);
+    if constexpr (i % 4 == 0) chunk = __ldcg(chunks + i / 4);
+    const float f = chunk_part<i>(chunk);
+    static_for<ip.x + 1>([&](auto ax) {
+      static_for<ip.y + 1>([&](auto ay) {
+        static_for<ip.z + 1>([&](auto az) {
+          constexpr int jx = decltype(ax)::value, jy = decltype(ay)::value, jz = decltype(az)::value;
+          acc[multi_index(jx, jy, jz)] += f * s[multi_index(ip.x - jx, ip.y - jy, ip.z - jz)];
+        });
+      });
+    });
+  });
+  const float ratio = cf.scale * inv_s;
+  float power[P + 1];  // ratio^(o+1)
+  power[0] = ratio;
+  static_for<P>([&](auto i) { power[decltype(i)::value + 1] = power[decltype(i)::value] * ratio; });
+  static_for<N>([&](auto ji) {
+    constexpr int j = decltype(ji)::value;
+    acc[j] *= power[multi_of(j).order];
+  });
+}
+
+// L2P at one point from a local expansion held in registers: kernels.hpp's l2p.
+template <int P>
+__device__ __forceinline__ field<float> l2p_registers(const float (&l)[coefficient_count(P)], const frame<float>& f, float x,
+                                                      float y, float z) {
+  constexpr int N = coefficient_count(P);
+  const float inv_s = 1.f / f.scale;
+  float s[N];
+  scaled_monomials_registers<P>((x - f.center[0]) * inv_s, (y - f.center[1]) * inv_s, (z - f.center[2]) * inv_s, s);
+  float psi = 0.f, gx = 0.f, gy = 0.f, gz = 0.f;
+  static_for<N>([&](auto ki) {
+    constexpr int k = decltype(ki)::value;
+    constexpr multi_index_parts kp = multi_of(k);
+    psi += l[k] * s[k];
+    if constexpr (kp.order < P) {
+      gx += l[multi_index(kp.x + 1, kp.y, kp.z)] * s[k];
+      gy += l[multi_index(kp.x, kp.y + 1, kp.z)] * s[k];
+      gz += l[multi_index(kp.x, kp.y, kp.z + 1)] * s[k];
+    }
+  });
+  const float inv_s2 = inv_s * inv_s;
+  return field<float>{gx * inv_s2, gy * inv_s2, gz * inv_s2, -psi * inv_s};
+}
+
+// The sum of v over the 32 lanes of a warp, scattered: afterwards lane r holds, in v[0, K), the
+// sums of coefficients K r .. K r + K - 1 (K = warp_share<N>, the N coefficients padded to 32 K).
+// Recursive halving: each round a lane keeps half of its coefficients, sends the other half to
+// the lane `mask` away and adds what that lane sent. 32 K - K shuffles against a butterfly's 5 N
+// (62 against 280 at order 5), and the same order of additions in every run.
+template <int N>
+inline constexpr int warp_share = N <= 32 ? 1 : N <= 64 ? 2 : N <= 128 ? 4 : 8;
+
+template <int N>
+__device__ __forceinline__ void warp_reduce_scatter(int lane, const float (&in)[N], float (&v)[32 * warp_share<N>]) {
+  constexpr int M = 32 * warp_share<N>;
+  static_for<M>([&](auto i) {
+    constexpr int k = decltype(i)::value;
+    if constexpr (k < N) v[k] = in[k];
+    else v[k] = 0.f;
+  });
+  static_for<5>([&](auto round) {
+    constexpr int r = decltype(round)::value;
+    constexpr int half = M >> (r + 1), mask = 16 >> r;
+    const bool upper = (lane & mask) != 0;
+    static_for<half>([&](auto ii) {
+      constexpr int i = decltype(ii)::value;
+      const float send = upper ? v[i] : v[i + half];
+      const float keep = upper ? v[i + half] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, mask);
+    });
   });
 }
 
