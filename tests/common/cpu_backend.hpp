@@ -23,6 +23,9 @@ struct cpu_backend {
   /// Whether the locked modes' workers are GPU warp masters that share a block's private queue
   /// (which can absorb ready tasks a round at a time); a CPU worker is a block of one.
   static constexpr bool warp_masters = false;
+  /// A CPU worker runs a DAG's ready tasks as the block loop does in every mode (no separate
+  /// workers per lane group, as the GPU's warp-rounds has).
+  static constexpr bool group_workers = false;
 
   /// Worker counts each exactness test runs on.
   static std::vector<int> grids(const task_graph&, const scheduler_options&) { return {1, 2, 4, 8}; }

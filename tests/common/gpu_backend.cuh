@@ -29,6 +29,9 @@ struct gpu_backend {
   static constexpr int several_workers = 0;
   /// The locked modes run on warp masters that share their block's private queue.
   static constexpr bool warp_masters = true;
+  /// In warp-rounds, a DAG's lane groups are workers of their own (run_dag_by_groups): the idle
+  /// ones pop what the others push, so a queue of capacity 1 may never fill.
+  static constexpr bool group_workers = true;
 
   /// Grids each exactness test runs on: one block, one per SM, every co-resident block (of both
   /// kernels a tree's runs use: the oracle op's and tree_oracle_ops').

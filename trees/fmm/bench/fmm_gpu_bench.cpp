@@ -322,27 +322,29 @@ int run_size(const options& o, std::size_t n) {
   }
   std::printf("DAG grid: %d blocks\n", fmm.dag_blocks());
   {
-    // Where the baseline's time goes: each phase alone, median of 5 runs.
+    // Where the baseline's time goes: each phase alone (median of 5 runs), the share of its
+    // resident warp slots its bodies fill, and the same bodies' clock cycles, kind by kind, in the
+    // phases and in one DAG run: whether a body runs slower in the persistent kernel, and how much
+    // of the DAG's warp time is spent in bodies.
     std::vector<cf::level_phase_times> runs;
     for (int r = 0; r < 5; ++r) runs.push_back(fmm.time_level_phases(stream));
-    const auto med = [&](double cf::level_phase_times::*m) {
-      std::vector<double> v;
-      for (const cf::level_phase_times& x : runs) v.push_back(x.*m);
-      return 1000.0 * stats_of(v).median;
-    };
-    const double p2m = med(&cf::level_phase_times::p2m), m2m = med(&cf::level_phase_times::m2m),
-                 m2l = med(&cf::level_phase_times::m2l), l2l = med(&cf::level_phase_times::l2l),
-                 p2p = med(&cf::level_phase_times::p2p), l2p = med(&cf::level_phase_times::l2p);
-    std::printf("level phases alone, us (median of 5): P2M %.1f, M2M %.1f (%d levels), M2L %.1f, L2L %.1f (%d levels), "
-                "P2P %.1f, L2P %.1f; sum %.1f\n",
-                p2m, m2m, runs.front().m2m_levels, m2l, l2l, runs.front().l2l_levels, p2p, l2p, p2m + m2m + m2l + l2l + p2p + l2p);
-  }
-  {
-    // The same bodies' clock cycles in the level phases and in the DAG, kind by kind: whether a body
-    // runs slower inside the persistent kernel, and how much of the DAG's warp time is bodies.
-    fmm.set_task_clocks(true);
-    (void)fmm.time_level_phases(stream);
-    const cf::task_clocks graph_clocks = fmm.read_task_clocks();
+    const char* phases[] = {"P2M", "M2M", "M2L", "L2L", "P2P", "L2P"};
+    std::printf("level phases alone, us (median of 5) and busy share of the warp slots:");
+    double sum = 0, busy_us = 0;
+    for (int p = 0; p < 6; ++p) {
+      std::vector<double> ms, busy;
+      for (const cf::level_phase_times& x : runs) {
+        ms.push_back(x.ms[p]);
+        busy.push_back(x.busy[p]);
+      }
+      const double us = 1000.0 * stats_of(ms).median, b = stats_of(busy).median;
+      sum += us;
+      busy_us += us * b;
+      std::printf(" %s %.1f (%.0f%%)%s", phases[p], us, 100.0 * b, p < 5 ? ";" : "");
+    }
+    std::printf("; sum %.1f, busy %.1f (%.0f%%); %d M2M and %d L2L levels\n", sum, busy_us, 100.0 * busy_us / sum,
+                runs.front().m2m_levels, runs.front().l2l_levels);
+    const cf::task_clocks& graph_clocks = runs.back().clocks;
     fmm.set_task_clocks(true);
     cuda_ok(cudaEventRecord(start, stream), "cudaEventRecord");
     fmm.enqueue_dag(stream);
@@ -365,6 +367,7 @@ int run_size(const options& o, std::size_t n) {
       std::printf(" %s %.2f / %.2f (%.2f / %.2f)%s", kinds[k], g, d, graph_clocks.cycles[k] / 1e9, dag_clocks.cycles[k] / 1e9,
                   k < 4 ? ";" : "\n");
     }
+    // Every block of the persistent kernel holds threads_per_block / 32 warps (128 threads: 4).
     const double warp_cycles = double(dag_ms) * 1e-3 * khz * 1e3 * fmm.dag_blocks() * 4.0;
     std::printf("DAG run with clocks %.1f us: its warps' cycles %.2f G, in task bodies %.2f G (%.0f%%)\n", 1000.0 * dag_ms,
                 warp_cycles / 1e9, dag_body / 1e9, 100.0 * dag_body / warp_cycles);

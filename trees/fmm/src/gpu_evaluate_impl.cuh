@@ -127,37 +127,59 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     CANOPY_CUDA_TRY(cudaGraphLaunch(level_graph(near_field_branch), stream));
   }
 
+  // Each phase alone, between events, every body's clock cycles counted per phase (clock slots
+  // 10 p .. 10 p + 9 for phase p, as gpu_tasks counts them by kind), then the busy fraction of the
+  // phase's resident warp slots: the body cycles over (time x SM clock x the warps its kernel keeps
+  // resident on the whole GPU, cudaOccupancyMaxActiveBlocksPerMultiprocessor).
   level_phase_times time_level_phases(cudaStream_t stream) override {
     level_phase_times t;
     std::array<cuda_event, 7> e;
+    device_buffer<unsigned long long> slots(60);
+    slots.fill_bytes(0, stream);
+    unsigned long long* slot = slots.data();
     int kernels = 0;
     const std::int32_t leaves = ranges_.end - ranges_.p2p_begin;
     e[0].record(stream);
-    launch<task_kind::up>(p2p_leaf_ptr_, leaves, stream, kernels);  // P2M
+    launch<task_kind::up>(p2p_leaf_ptr_, leaves, stream, kernels, slot + 0);  // P2M
     e[1].record(stream);
     for (int level = depth_; level >= 0; --level) {
       const std::int32_t b = internal_level_offset_[static_cast<std::size_t>(level)];
       const std::int32_t c = internal_level_offset_[static_cast<std::size_t>(level) + 1] - b;
-      launch<task_kind::up>(internal_node_ptr_ + b, c, stream, kernels);
+      launch<task_kind::up>(internal_node_ptr_ + b, c, stream, kernels, slot + 10);
       t.m2m_levels += c > 0;
     }
     e[2].record(stream);
-    launch<task_kind::m2l>(m2l_target_ptr_, ranges_.down_begin - ranges_.m2l_begin, stream, kernels);
+    launch<task_kind::m2l>(m2l_target_ptr_, ranges_.down_begin - ranges_.m2l_begin, stream, kernels, slot + 20);
     e[3].record(stream);
     for (int level = 0; level <= depth_; ++level) {
       const std::int32_t b = down_level_offset_[static_cast<std::size_t>(level)];
       const std::int32_t c = down_level_offset_[static_cast<std::size_t>(level) + 1] - b;
-      launch<task_kind::down>(down_node_ptr_ + b, c, stream, kernels);
+      launch<task_kind::down>(down_node_ptr_ + b, c, stream, kernels, slot + 30);
       t.l2l_levels += c > 0;
     }
     e[4].record(stream);
-    launch<task_kind::p2p>(p2p_leaf_ptr_, leaves, stream, kernels);
+    launch<task_kind::p2p>(p2p_leaf_ptr_, leaves, stream, kernels, slot + 40);
     e[5].record(stream);
-    launch<task_kind::l2p>(l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin, stream, kernels);
+    launch<task_kind::l2p>(l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin, stream, kernels, slot + 50);
     e[6].record(stream);
     CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
-    double* out[] = {&t.p2m, &t.m2m, &t.m2l, &t.l2l, &t.p2p, &t.l2p};
-    for (int i = 0; i < 6; ++i) *out[i] = static_cast<double>(elapsed_ms(e[static_cast<std::size_t>(i)], e[static_cast<std::size_t>(i) + 1]));
+    const std::vector<unsigned long long> c = slots.download();
+    int device = 0, sms = 0, khz = 0;
+    CANOPY_CUDA_TRY(cudaGetDevice(&device));
+    CANOPY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CANOPY_CUDA_TRY(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
+    const int resident[] = {resident_warps<task_kind::up>(), resident_warps<task_kind::up>(), resident_warps<task_kind::m2l>(),
+                            resident_warps<task_kind::down>(), resident_warps<task_kind::p2p>(), resident_warps<task_kind::l2p>()};
+    const task_kind kind[] = {task_kind::up, task_kind::up, task_kind::m2l, task_kind::down, task_kind::p2p, task_kind::l2p};
+    for (std::size_t p = 0; p < 6; ++p) {
+      t.ms[p] = static_cast<double>(elapsed_ms(e[p], e[p + 1]));
+      const auto k = static_cast<std::size_t>(kind[p]);
+      const unsigned long long cycles = c[10 * p + 2 * k];
+      t.clocks.cycles[k] += cycles;
+      t.clocks.tasks[k] += c[10 * p + 2 * k + 1];
+      const double slot_cycles = t.ms[p] * 1e-3 * khz * 1e3 * sms * resident[p];
+      t.busy[p] = slot_cycles > 0 ? static_cast<double>(cycles) / slot_cycles : 0;
+    }
     return t;
   }
 
@@ -241,12 +263,23 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     return device_buffer<frame<float>>(f);
   }
 
+  // Warps of phase_kernel<P, K> resident on one SM at once (its blocks of `threads`).
   template <task_kind K>
-  void launch(const std::int32_t* nodes, std::int32_t count, cudaStream_t s, int& kernels, bool clocks = true) const {
+  static int resident_warps() {
+    int blocks = 0;
+    CANOPY_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, phase_kernel<P, K>, threads, 0));
+    return blocks * (threads / 32);
+  }
+
+  // One phase kernel over `count` nodes; `clocks`: where its bodies count their cycles (null: not
+  // counted, as in the captured graphs).
+  template <task_kind K>
+  void launch(const std::int32_t* nodes, std::int32_t count, cudaStream_t s, int& kernels,
+              unsigned long long* clocks = nullptr) const {
     if (count <= 0) return;
     const auto blocks = static_cast<unsigned>((static_cast<std::int64_t>(count) * 32 + threads - 1) / threads);
     gpu_tasks<P> tasks = tasks_;
-    if (!clocks) tasks.clocks = nullptr;  // the captured graphs never count
+    tasks.clocks = clocks;
     phase_kernel<P, K><<<blocks, threads, 0, s>>>(tasks, nodes, count);
     CANOPY_CUDA_TRY(cudaGetLastError());
     ++kernels;
@@ -269,26 +302,26 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     try {
       CANOPY_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
       const std::int32_t leaves = ranges_.end - ranges_.p2p_begin;
-      const auto p2p = [&](cudaStream_t on) { launch<task_kind::p2p>(p2p_leaf_ptr_, leaves, on, kernels, false); };
+      const auto p2p = [&](cudaStream_t on) { launch<task_kind::p2p>(p2p_leaf_ptr_, leaves, on, kernels); };
       if (branch) {
         CANOPY_CUDA_TRY(cudaEventRecord(fork, s));
         CANOPY_CUDA_TRY(cudaStreamWaitEvent(near, fork));
         p2p(near);
         CANOPY_CUDA_TRY(cudaEventRecord(join, near));
       }
-      launch<task_kind::up>(p2p_leaf_ptr_, leaves, s, kernels, false);  // P2M
+      launch<task_kind::up>(p2p_leaf_ptr_, leaves, s, kernels);  // P2M
       for (int level = depth_; level >= 0; --level) {
         const std::int32_t b = internal_level_offset_[static_cast<std::size_t>(level)];
-        launch<task_kind::up>(internal_node_ptr_ + b, internal_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels, false);
+        launch<task_kind::up>(internal_node_ptr_ + b, internal_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels);
       }
-      launch<task_kind::m2l>(m2l_target_ptr_, ranges_.down_begin - ranges_.m2l_begin, s, kernels, false);
+      launch<task_kind::m2l>(m2l_target_ptr_, ranges_.down_begin - ranges_.m2l_begin, s, kernels);
       for (int level = 0; level <= depth_; ++level) {
         const std::int32_t b = down_level_offset_[static_cast<std::size_t>(level)];
-        launch<task_kind::down>(down_node_ptr_ + b, down_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels, false);
+        launch<task_kind::down>(down_node_ptr_ + b, down_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels);
       }
       if (branch) CANOPY_CUDA_TRY(cudaStreamWaitEvent(s, join));
       else p2p(s);
-      launch<task_kind::l2p>(l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin, s, kernels, false);
+      launch<task_kind::l2p>(l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin, s, kernels);
       CANOPY_CUDA_TRY(cudaStreamEndCapture(s, &graph));
       CANOPY_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
     } catch (...) {

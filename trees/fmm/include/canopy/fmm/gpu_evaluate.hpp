@@ -55,19 +55,21 @@ inline canopy::scheduler_options default_scheduler_options() {
   return o;
 }
 
-/// What each phase of the level-by-level baseline takes when it runs alone (milliseconds of stream
-/// time, its kernels launched one after another, not from the graph): where the baseline's time goes.
-struct level_phase_times {
-  double p2m = 0, m2m = 0, m2l = 0, l2l = 0, p2p = 0, l2p = 0;
-  int m2m_levels = 0, l2l_levels = 0;  // kernels (levels) in the M2M and L2L phases
-};
-
 /// Per task kind (task_kind's order: up, m2l, down, l2p, p2p), the SM clock cycles the bodies took
-/// and how many ran, summed over the runs since set_task_clocks(true) (clock64 of the body's first
-/// lane around the body: the same count in the DAG and in the level phases).
+/// and how many ran (clock64 of the body's first lane around the body, after the group converged).
 struct task_clocks {
   unsigned long long cycles[5] = {};
   unsigned long long tasks[5] = {};
+};
+
+/// Where the level-by-level baseline's time goes: each phase run alone (its kernels launched one
+/// after another on the stream, not from the graph), in the order P2M, M2M, M2L, L2L, P2P, L2P.
+struct level_phase_times {
+  double ms[6] = {};    // stream time of the phase
+  double busy[6] = {};  // the bodies' cycles over the phase's resident warp slots (time x clock x
+                        // the warps its kernel keeps resident): 1 - busy is the GPU's idle share
+  int m2m_levels = 0, l2l_levels = 0;  // kernels (levels) in the M2M and L2L phases
+  task_clocks clocks;                  // the bodies' cycles by kind, over all phases
 };
 
 namespace detail {
@@ -129,12 +131,12 @@ class gpu_evaluator {
   void enqueue_level_graph(cudaStream_t stream = nullptr, bool near_field_branch = false) {
     impl_->enqueue_level_graph(stream, near_field_branch);
   }
-  /// Runs the level-by-level phases once, each timed alone (synchronous; a diagnostic: the fields
-  /// it leaves are the level graph's).
+  /// Runs the level-by-level phases once, each timed alone, with its bodies' clock cycles and the
+  /// GPU's busy share (synchronous; a diagnostic: the fields it leaves are the level graph's).
   level_phase_times time_level_phases(cudaStream_t stream = nullptr) { return impl_->time_level_phases(stream); }
-  /// Counts each body's clock cycles in the runs that follow (enqueue_dag, time_level_phases; never
-  /// the captured level graphs) until set_task_clocks(false); resets the counts. A
-  /// diagnostic: the counting adds two atomics and a group sync to every task.
+  /// Counts each body's clock cycles, by kind, in the DAG runs that follow until
+  /// set_task_clocks(false); resets the counts. A diagnostic: the counting adds two atomics and a
+  /// group sync to every task.
   void set_task_clocks(bool on) { impl_->set_task_clocks(on); }
   /// The counts since set_task_clocks(true) (synchronous).
   task_clocks read_task_clocks() { return impl_->read_task_clocks(); }
