@@ -43,8 +43,11 @@ struct mode_traits {
   bool lockfree_global = false;    ///< lock-free global ring (else a mutex around it)
   bool balanced_push = false;      ///< the push policy picks another block's shared queue (else the own one)
   bool continuation = false;       ///< the last child to finish runs its parent at once; full batches resolve together
-  /// On trees, with Ops that declare tree_only: every warp claims sources and runs them and the
-  /// parents they make ready in rounds, with no queue and no block barrier (else as continuation)
+  /// No block barrier. On trees, with Ops that declare tree_only: every warp claims sources and
+  /// runs them and the parents they make ready in rounds, with no queue. Otherwise (a DAG, or Ops
+  /// without tree_only): every lane group is a worker of its own that takes one task at a time from
+  /// the queues, runs it and resolves it (block_loop.cuh's run_dag_by_groups). The CPU backend runs
+  /// it as continuation.
   bool warp_rounds = false;
 };
 
@@ -100,7 +103,7 @@ inline constexpr mode_info mode_table[] = {
   {mode::warp_rounds, "warp-rounds",
    {.private_queues = true, .block_fetch = true, .atomic_tree = true, .shared_queues = true,
     .lockfree_global = true, .balanced_push = true, .continuation = true, .warp_rounds = true},
-   "+ on trees (Ops declaring tree_only): each warp runs sources and the parents they make ready in rounds, no queue, no block barrier"},
+   "+ no block barrier: on trees (Ops declaring tree_only) each warp runs sources and the parents they make ready in rounds, no queue; on DAGs each lane group fetches, runs and resolves its tasks alone"},
 };
 // clang-format on
 
