@@ -136,31 +136,17 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     std::array<cuda_event, 7> e;
     device_buffer<unsigned long long> slots(60);
     slots.fill_bytes(0, stream);
-    unsigned long long* slot = slots.data();
-    int kernels = 0;
-    const std::int32_t leaves = ranges_.end - ranges_.p2p_begin;
-    e[0].record(stream);
-    launch<task_kind::up>(p2p_leaf_ptr_, leaves, stream, kernels, slot + 0);  // P2M
-    e[1].record(stream);
-    for (int level = depth_; level >= 0; --level) {
-      const std::int32_t b = internal_level_offset_[static_cast<std::size_t>(level)];
-      const std::int32_t c = internal_level_offset_[static_cast<std::size_t>(level) + 1] - b;
-      launch<task_kind::up>(internal_node_ptr_ + b, c, stream, kernels, slot + 10);
-      t.m2m_levels += c > 0;
-    }
-    e[2].record(stream);
-    launch<task_kind::m2l>(m2l_target_ptr_, ranges_.down_begin - ranges_.m2l_begin, stream, kernels, slot + 20);
-    e[3].record(stream);
-    for (int level = 0; level <= depth_; ++level) {
-      const std::int32_t b = down_level_offset_[static_cast<std::size_t>(level)];
-      const std::int32_t c = down_level_offset_[static_cast<std::size_t>(level) + 1] - b;
-      launch<task_kind::down>(down_node_ptr_ + b, c, stream, kernels, slot + 30);
-      t.l2l_levels += c > 0;
-    }
-    e[4].record(stream);
-    launch<task_kind::p2p>(p2p_leaf_ptr_, leaves, stream, kernels, slot + 40);
-    e[5].record(stream);
-    launch<task_kind::l2p>(l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin, stream, kernels, slot + 50);
+    int kernels = 0, phase = -1;
+    std::array<task_kind, 6> kind_of{};
+    std::array<int, 6> resident{};  // warps of the phase's kernel an SM keeps at once
+    for_each_launch([&](int p, auto kind, const std::int32_t* nodes, std::int32_t count) {
+      for (; phase < p; ++phase) e[static_cast<std::size_t>(phase + 1)].record(stream);  // the phase's start
+      kind_of[static_cast<std::size_t>(p)] = decltype(kind)::value;
+      resident[static_cast<std::size_t>(p)] = resident_warps<decltype(kind)::value>();
+      launch<decltype(kind)::value>(nodes, count, stream, kernels, slots.data() + 10 * p);
+      if (p == 1) t.m2m_levels += count > 0;
+      if (p == 3) t.l2l_levels += count > 0;
+    });
     e[6].record(stream);
     CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));
     const std::vector<unsigned long long> c = slots.download();
@@ -168,12 +154,9 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     CANOPY_CUDA_TRY(cudaGetDevice(&device));
     CANOPY_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     CANOPY_CUDA_TRY(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device));
-    const int resident[] = {resident_warps<task_kind::up>(), resident_warps<task_kind::up>(), resident_warps<task_kind::m2l>(),
-                            resident_warps<task_kind::down>(), resident_warps<task_kind::p2p>(), resident_warps<task_kind::l2p>()};
-    const task_kind kind[] = {task_kind::up, task_kind::up, task_kind::m2l, task_kind::down, task_kind::p2p, task_kind::l2p};
     for (std::size_t p = 0; p < 6; ++p) {
       t.ms[p] = static_cast<double>(elapsed_ms(e[p], e[p + 1]));
-      const auto k = static_cast<std::size_t>(kind[p]);
+      const auto k = static_cast<std::size_t>(kind_of[p]);
       const unsigned long long cycles = c[10 * p + 2 * k];
       t.clocks.cycles[k] += cycles;
       t.clocks.tasks[k] += c[10 * p + 2 * k + 1];
@@ -263,6 +246,29 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     return device_buffer<frame<float>>(f);
   }
 
+  // The level-by-level evaluation's kernel launches in order, f(phase, kind, nodes, count) with
+  // the phase's index in level_phase_times (0 P2M, 1 M2M, 2 M2L, 3 L2L, 4 P2P, 5 L2P) and the kind
+  // as a std::integral_constant: P2M over every leaf, M2M level by level from the deepest internal
+  // level up, M2L over every target, L2L level by level from the root down, P2P (stores), L2P
+  // (adds). The captured graphs and time_level_phases both launch this sequence.
+  template <class F>
+  void for_each_launch(F&& f) const {
+    using k = task_kind;
+    const std::int32_t leaves = ranges_.end - ranges_.p2p_begin;
+    f(0, std::integral_constant<k, k::up>{}, p2p_leaf_ptr_, leaves);
+    for (int level = depth_; level >= 0; --level) {
+      const std::int32_t b = internal_level_offset_[static_cast<std::size_t>(level)];
+      f(1, std::integral_constant<k, k::up>{}, internal_node_ptr_ + b, internal_level_offset_[static_cast<std::size_t>(level) + 1] - b);
+    }
+    f(2, std::integral_constant<k, k::m2l>{}, m2l_target_ptr_, ranges_.down_begin - ranges_.m2l_begin);
+    for (int level = 0; level <= depth_; ++level) {
+      const std::int32_t b = down_level_offset_[static_cast<std::size_t>(level)];
+      f(3, std::integral_constant<k, k::down>{}, down_node_ptr_ + b, down_level_offset_[static_cast<std::size_t>(level) + 1] - b);
+    }
+    f(4, std::integral_constant<k, k::p2p>{}, p2p_leaf_ptr_, leaves);
+    f(5, std::integral_constant<k, k::l2p>{}, l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin);
+  }
+
   // Warps of phase_kernel<P, K> resident on one SM at once (its blocks of `threads`).
   template <task_kind K>
   static int resident_warps() {
@@ -301,27 +307,18 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     cudaGraphExec_t exec = nullptr;
     try {
       CANOPY_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      const std::int32_t leaves = ranges_.end - ranges_.p2p_begin;
-      const auto p2p = [&](cudaStream_t on) { launch<task_kind::p2p>(p2p_leaf_ptr_, leaves, on, kernels); };
-      if (branch) {
-        CANOPY_CUDA_TRY(cudaEventRecord(fork, s));
-        CANOPY_CUDA_TRY(cudaStreamWaitEvent(near, fork));
-        p2p(near);
-        CANOPY_CUDA_TRY(cudaEventRecord(join, near));
-      }
-      launch<task_kind::up>(p2p_leaf_ptr_, leaves, s, kernels);  // P2M
-      for (int level = depth_; level >= 0; --level) {
-        const std::int32_t b = internal_level_offset_[static_cast<std::size_t>(level)];
-        launch<task_kind::up>(internal_node_ptr_ + b, internal_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels);
-      }
-      launch<task_kind::m2l>(m2l_target_ptr_, ranges_.down_begin - ranges_.m2l_begin, s, kernels);
-      for (int level = 0; level <= depth_; ++level) {
-        const std::int32_t b = down_level_offset_[static_cast<std::size_t>(level)];
-        launch<task_kind::down>(down_node_ptr_ + b, down_level_offset_[static_cast<std::size_t>(level) + 1] - b, s, kernels);
-      }
-      if (branch) CANOPY_CUDA_TRY(cudaStreamWaitEvent(s, join));
-      else p2p(s);
-      launch<task_kind::l2p>(l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin, s, kernels);
+      for_each_launch([&](int p, auto kind, const std::int32_t* nodes, std::int32_t count) {
+        constexpr task_kind K = decltype(kind)::value;
+        if (branch && K == task_kind::p2p) return;  // launched on the branch below, before the first
+        if (branch && p == 0) {
+          CANOPY_CUDA_TRY(cudaEventRecord(fork, s));
+          CANOPY_CUDA_TRY(cudaStreamWaitEvent(near, fork));
+          launch<task_kind::p2p>(p2p_leaf_ptr_, ranges_.end - ranges_.p2p_begin, near, kernels);
+          CANOPY_CUDA_TRY(cudaEventRecord(join, near));
+        }
+        if (branch && K == task_kind::l2p) CANOPY_CUDA_TRY(cudaStreamWaitEvent(s, join));
+        launch<K>(nodes, count, s, kernels);
+      });
       CANOPY_CUDA_TRY(cudaStreamEndCapture(s, &graph));
       CANOPY_CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0));
     } catch (...) {

@@ -135,10 +135,12 @@ struct gpu_tasks {
   }
 
   // The target's sources in batches of G, a source per lane, each pair's contribution computed
-  // from registers (register_kernels.cuh) and summed over the group at once; lane r keeps the
-  // running sum of coefficients r, r + G, ... (3 registers at order 6), so that a lane holds the
-  // derivative tensor and one pair's contribution, never a third expansion. The sum's order is
-  // fixed by the list (batch by batch, a butterfly within one), whatever the schedule.
+  // from registers (register_kernels.cuh) and summed over the group at once, so that a lane holds
+  // the derivative tensor and one pair's contribution, never a third expansion. Each lane keeps a
+  // share of the local's running sums: on a warp, coefficients K r .. K r + K - 1 (warp_share, the
+  // batch summed by recursive halving, 32 K - K shuffles); on a smaller group, coefficients
+  // r, r + G, ... (a butterfly per coefficient). The sum's order is fixed by the list (batch by
+  // batch), whatever the schedule.
   // Above register_m2l_max_order the tensors do not fit in registers: kernels.hpp's m2l per lane.
   template <int G>
   __device__ __noinline__ void m2l_into(std::int32_t t, const lane_group<G>& g) const {
@@ -146,34 +148,11 @@ struct gpu_tasks {
     const std::int32_t begin = d.m2l_offset[t], end = d.m2l_offset[t + 1];
     if constexpr (P <= register_m2l_max_order) {
       constexpr int N = local::size;
-      if constexpr (G == 32) {
-        // Each batch's pairs summed by recursive halving: lane r keeps the running sums of
-        // coefficients K r .. K r + K - 1 (warp_share), so a batch costs 32 K - K shuffles, not 5 N.
-        constexpr int K = warp_share<N>;
-        float sum[K];
-        static_for<K>([&](auto i) { sum[decltype(i)::value] = 0.f; });
-        for (std::int32_t base = begin; base < end; base += G) {
-          const std::int32_t k = base + g.rank;
-          float pair[N];
-          if (k < end) {
-            const std::int32_t s = d.m2l_source[k];
-            m2l_pair_registers<P>(d.multipoles[s], d.frames[s], tf, d.eps2, pair);
-          } else {
-            static_for<N>([&](auto i) { pair[decltype(i)::value] = 0.f; });
-          }
-          float v[32 * K];
-          warp_reduce_scatter<N>(g.rank, pair, v);
-          static_for<K>([&](auto i) { sum[decltype(i)::value] += v[decltype(i)::value]; });
-        }
-        static_for<K>([&](auto i) {
-          const int c = g.rank * K + decltype(i)::value;
-          if (c < N) d.locals[t].c[c] = sum[decltype(i)::value];
-        });
-        return;
-      }
-      constexpr int per_lane = (N + G - 1) / G;
-      float sum[per_lane];
-      static_for<per_lane>([&](auto i) { sum[decltype(i)::value] = 0.f; });
+      constexpr int share = G == 32 ? warp_share<N> : (N + G - 1) / G;
+      // The coefficient that share slot j of this lane sums.
+      const auto coefficient = [&](int j) { return G == 32 ? g.rank * share + j : j * G + g.rank; };
+      float sum[share];
+      static_for<share>([&](auto i) { sum[decltype(i)::value] = 0.f; });
       for (std::int32_t base = begin; base < end; base += G) {
         const std::int32_t k = base + g.rank;
         float pair[N];
@@ -183,16 +162,22 @@ struct gpu_tasks {
         } else {
           static_for<N>([&](auto i) { pair[decltype(i)::value] = 0.f; });
         }
-        static_for<N>([&](auto ii) {
-          constexpr int i = decltype(ii)::value;
-          const float v = group_sum(g, pair[i]);
-          if (g.rank == i % G) sum[i / G] += v;
-        });
+        if constexpr (G == 32) {
+          float v[32 * share];
+          warp_reduce_scatter<N>(g.rank, pair, v);
+          static_for<share>([&](auto i) { sum[decltype(i)::value] += v[decltype(i)::value]; });
+        } else {
+          static_for<N>([&](auto ii) {
+            constexpr int i = decltype(ii)::value;
+            const float v = group_sum(g, pair[i]);
+            if (g.rank == i % G) sum[i / G] += v;
+          });
+        }
       }
-      static_for<per_lane>([&](auto ji) {
+      static_for<share>([&](auto ji) {
         constexpr int j = decltype(ji)::value;
-        const int i = j * G + g.rank;
-        if (i < N) d.locals[t].c[i] = sum[j];
+        const int c = coefficient(j);
+        if (c < N) d.locals[t].c[c] = sum[j];
       });
     } else {
       local l;
@@ -205,10 +190,12 @@ struct gpu_tasks {
     }
   }
 
-  // kernels.hpp's l2l, each lane computing the coefficients j = rank (mod G) of the child:
+  // kernels.hpp's l2l into the child:
   //   Ft^C_j = own_j + (s_C / s_B)^(|j|+1) sum_{|m| <= P-|j|} Ft^B_{j+m} S_m(t / s_B)
-  // with own_j the node's M2L result (0 without one). Each lane reads and writes only its own j,
-  // so reading locals[n] and storing over it needs no synchronisation.
+  // with own_j the node's M2L result (0 without one): at orders up to 6 by lane 0 alone, from
+  // registers (l2l_registers); at 8 each lane computing the coefficients j = rank (mod G). Each
+  // coefficient is read and written by one lane, so reading locals[n] and storing over it needs no
+  // synchronisation.
   template <int G>
   __device__ __noinline__ void down(std::int32_t n, const lane_group<G>& g) const {
     const std::int32_t p = d.parent[n];
