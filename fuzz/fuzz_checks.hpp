@@ -86,7 +86,10 @@ inline void check_accepted_points(std::span<const trees::point> points, std::uin
     }
   }
   const double extent = std::max({hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2]});
-  const double reach = std::max(1.0, 8.0 * extent + 2.0 * magnitude + 1.0);  // >= the root edge + |corner|
+  // >= the root edge + |corner|: the edge is at most the padded extent, 2^-24 of the magnitude, or
+  // 1.0 when the points coincide (bounding_cube), and the corner at most the magnitude plus half the
+  // edge, so 1.5 + 1.5 x the extent + the magnitude bounds it (one point at the origin: 1.5).
+  const double reach = std::max(1.0, 8.0 * extent + 2.0 * magnitude + 2.0);
   trees::octree tree;
   try {
     tree = trees::build_octree(points, opt);
