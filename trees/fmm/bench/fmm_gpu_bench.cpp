@@ -20,8 +20,11 @@
 // point up to --full-check points, else a sample of --sample points (evaluate_points, bit for bit
 // evaluate's there); the last timed run's result is checked again. The accuracy against direct
 // summation (double, over all points) is on a sample of --sample points.
+#include <canopy/cuda/device_buffer.hpp>
+#include <canopy/fmm/device_lists.hpp>
 #include <canopy/fmm/evaluate.hpp>
 #include <canopy/fmm/gpu_evaluate.hpp>
+#include <canopy/passes/device_octree_builder.cuh>
 #include <canopy/fmm/interaction_lists.hpp>
 #include <canopy/trees/generators.hpp>
 #include <canopy/trees/octree.hpp>
@@ -60,6 +63,8 @@ struct options {
   std::uint64_t seed = 1;
   std::vector<int> m2l_wait_levels{0};
   canopy::mode mode = cf::default_scheduler_options().mode;
+  int setup_reps = 5;       // the set-up from the device-built octree, timed stage by stage
+  bool setup_only = false;  // only that (no host tree, no evaluation): for sizes the CPU check can't afford
 };
 
 canopy::scheduler_options scheduler_options_of(const options& o) {
@@ -72,7 +77,7 @@ canopy::scheduler_options scheduler_options_of(const options& o) {
   std::fprintf(stderr,
                "canopy_fmm_gpu_bench: %s\nusage: canopy_fmm_gpu_bench [--n N[,N...]] [--order 4|5|6|8] [--theta T] [--eps2 E]\n"
                "       [--max-leaf L] [--reps R] [--sample S] [--full-check N] [--seed S] [--m2l-wait-levels K[,K...]]\n"
-               "       [--mode MODE]\n",
+               "       [--mode MODE] [--setup-reps R] [--setup-only 0|1]\n",
                why.c_str());
   std::exit(2);
 }
@@ -96,6 +101,8 @@ options parse(int argc, char** argv) {
       else if (a == "--sample") o.sample = std::stoull(v);
       else if (a == "--full-check") o.full_check = std::stoull(v);
       else if (a == "--seed") o.seed = std::stoull(v);
+      else if (a == "--setup-reps") o.setup_reps = std::stoi(v);
+      else if (a == "--setup-only") o.setup_only = std::stoi(v) != 0;
       else if (a == "--mode") {
         const std::optional<canopy::mode> m = canopy::parse_mode(v);
         if (!m) usage("--mode: unknown mode '" + v + "'");
@@ -112,6 +119,7 @@ options parse(int argc, char** argv) {
     }
   }
   if (!cf::gpu_order_supported(o.order)) usage("--order must be 4, 5, 6 or 8");
+  if (o.setup_reps < 0) usage("--setup-reps must be >= 0");
   if (o.reps < 1 || o.sizes.empty()) usage("--reps must be >= 1 and --n must name a size");
   if (o.m2l_wait_levels.empty() || *std::min_element(o.m2l_wait_levels.begin(), o.m2l_wait_levels.end()) < 0)
     usage("--m2l-wait-levels must name levels >= 0");
@@ -175,12 +183,93 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The set-up the N-body step pays for every tree (--solver fmm builds an evaluator per step), stage
+// by stage, host clock around each call (each returns with its stream synchronised): the octree
+// from device points, the cells' geometry, the interaction lists, the task DAG, freeing them; then
+// the whole evaluator from the built tree (the three stages again, the tree's copies, the
+// expansions' buffers and the scheduler's sizing) and its destruction. Median of --setup-reps after
+// one warm-up. `host_lists`, when given (the same points' host lists), must have the device
+// lists' counts, or the times do not count.
+void setup_stages(const options& o, std::size_t n, const cf::interaction_lists* host_lists) {
+  if (o.setup_reps == 0) return;
+  const std::vector<ct::point> points = ct::generate_plummer(n, o.seed);
+  canopy::device_buffer<ct::point> d_points(points);
+  ct::device_octree_builder builder;
+  ct::built_device_octree built;
+  cudaStream_t stream = nullptr;
+  cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  const char* names[] = {"octree build", "geometry", "lists", "task DAG", "free the three", "evaluator (all)", "evaluator freed"};
+  std::vector<double> ms[7];
+  std::int64_t m2l = 0, p2p = 0, edges = 0, nodes = 0;
+  for (int rep = 0; rep <= o.setup_reps; ++rep) {
+    double t[7];
+    auto t0 = std::chrono::steady_clock::now();
+    builder.build_into(d_points.data(), n, {o.max_leaf, 21}, built, stream);
+    cuda_ok(cudaStreamSynchronize(stream), "octree build");
+    t[0] = seconds_since(t0);
+    {
+      t0 = std::chrono::steady_clock::now();
+      canopy::device_buffer<cf::cell_geometry> g = cf::compute_cell_geometry(built, stream);
+      t[1] = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      cf::device_interaction_lists l = cf::build_interaction_lists(built, g, o.theta, stream);
+      t[2] = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      cf::device_task_dag d = cf::build_task_dag(built, l, stream);
+      t[3] = seconds_since(t0);
+      m2l = l.m2l_count;
+      p2p = l.p2p_count;
+      edges = d.edge_count;
+      nodes = l.node_count;
+      t0 = std::chrono::steady_clock::now();
+    }
+    t[4] = seconds_since(t0);
+    {
+      t0 = std::chrono::steady_clock::now();
+      std::optional<cf::gpu_evaluator> ev;
+      ev.emplace(o.order, built, o.theta, o.eps2, scheduler_options_of(o), stream);
+      t[5] = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      ev.reset();
+      t[6] = seconds_since(t0);
+    }
+    if (rep > 0)
+      for (int k = 0; k < 7; ++k) ms[k].push_back(1e3 * t[k]);
+  }
+  (void)cudaStreamDestroy(stream);
+  std::printf("\nset-up from the device-built octree, %zu Plummer points, order %d, theta %.2f, leaves of %d: %lld nodes, "
+              "%lld M2L pairs, %lld P2P pairs, %lld DAG edges\n",
+              n, o.order, o.theta, o.max_leaf, static_cast<long long>(nodes), static_cast<long long>(m2l),
+              static_cast<long long>(p2p), static_cast<long long>(edges));
+  if (host_lists != nullptr) {
+    const bool same = static_cast<std::size_t>(m2l) == host_lists->m2l_source.size() &&
+                      static_cast<std::size_t>(p2p) == host_lists->p2p_source.size();
+    std::printf("check device lists' counts against the host's: %s\n", same ? "equal" : "DIFFERENT");
+    if (!same) {
+      std::fprintf(stderr, "canopy_fmm_gpu_bench: the device lists' counts differ from the host's: the set-up times do not count\n");
+      std::exit(1);
+    }
+  }
+  std::printf("| set-up stage, %zu points | host ms (median / min / max of %d) |\n|---|---|\n", n, o.setup_reps);
+  for (int k = 0; k < 7; ++k) {
+    const stats s = stats_of(ms[k]);
+    std::printf("| %s | %.2f / %.2f / %.2f |\n", names[k], s.median, s.min, s.max);
+  }
+  const double rest = stats_of(ms[5]).median - stats_of(ms[1]).median - stats_of(ms[2]).median - stats_of(ms[3]).median;
+  std::printf("evaluator beyond geometry, lists and DAG (copies, buffers, scheduler): %.2f ms\n", rest);
+}
+
 int run_size(const options& o, std::size_t n) {
+  if (o.setup_only) {
+    setup_stages(o, n, nullptr);
+    return 0;
+  }
   const auto t_build = std::chrono::steady_clock::now();
   const ct::octree tree = ct::build_octree(ct::generate_plummer(n, o.seed), {o.max_leaf, 21});
   const std::vector<cf::cell_geometry> geometry = cf::compute_cell_geometry(tree);
   const cf::interaction_lists lists = cf::build_interaction_lists(tree, geometry, o.theta);
   const double host_lists_s = seconds_since(t_build);
+  setup_stages(o, n, &lists);
 
   // The checked points: all of them, or a fixed random sample.
   const bool check_all = n <= o.full_check;

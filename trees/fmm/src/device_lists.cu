@@ -5,6 +5,7 @@
 #include <canopy/fmm/detail/geometry_ops.hpp>
 #include <canopy/fmm/device_lists.hpp>
 
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -127,20 +129,15 @@ __global__ void radius_sqrt_kernel(std::int32_t nodes, const unsigned long long*
 
 enum pair_action : std::uint8_t { act_m2l, act_p2p, act_same, act_split_target, act_split_source };
 
-// How many outputs of each sort a pair makes (scanned into where they go).
-struct pair_counts {
-  std::int32_t next, m2l, p2p;
-};
-struct add_counts {
-  __host__ __device__ pair_counts operator()(const pair_counts& a, const pair_counts& b) const {
-    return pair_counts{a.next + b.next, a.m2l + b.m2l, a.p2p + b.p2p};
-  }
-};
-
-// A pair's (target, source) as one key: sorting the keys sorts by target, then source.
-__device__ std::uint64_t pair_key(std::int32_t a, std::int32_t b) {
-  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+// A pair's (target, source) as one key, the target above the source's `shift` bits (enough for
+// any node id): sorting the keys sorts by target, then source, over 2 x shift bits (42 for two
+// million nodes: one pass of the radix sort fewer than with the source in the low 32 bits).
+__device__ std::uint64_t pair_key(std::int32_t a, std::int32_t b, int shift) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << shift) | static_cast<std::uint32_t>(b);
 }
+
+// The bits of pair_key's source field for a tree of `nodes` nodes.
+int pair_key_shift(std::int32_t nodes) { return std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint32_t>(nodes)))); }
 
 // build_interaction_lists' decision for one pair, in the host's order of tests.
 __device__ pair_action decide(const trees::octree_ref& t, const cell_geometry* g, std::int32_t a, std::int32_t b, double theta) {
@@ -152,91 +149,98 @@ __device__ pair_action decide(const trees::octree_ref& t, const cell_geometry* g
   return act_split_source;
 }
 
-__global__ void classify_pairs_kernel(trees::octree_ref t, const cell_geometry* g, double theta, const int2* pairs,
-                                      std::int32_t count, std::uint8_t* action, pair_counts* counts) {
-  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i > count) return;
-  if (i == count) {  // the scan's extra element: the totals land here
-    counts[i] = pair_counts{0, 0, 0};
-    return;
-  }
-  const int2 p = pairs[i];
-  const pair_action act = decide(t, g, p.x, p.y, theta);
-  action[i] = act;
-  pair_counts c{0, 0, 0};
-  switch (act) {
-    case act_m2l: c.m2l = 1; break;
-    case act_p2p: c.p2p = 1; break;
-    case act_same: c.next = t.child_count[p.x] * t.child_count[p.x]; break;
-    case act_split_target: c.next = t.child_count[p.x]; break;
-    case act_split_source: c.next = t.child_count[p.y]; break;
-  }
-  counts[i] = c;
-}
+// One level of the pair traversal in one pass: every pair of the frontier is decided, and what it
+// makes (children pairs for the next frontier, an M2L or a P2P key) is written at places reserved
+// with one atomic per block and kind (a block-wide scan of the counts, packed in one 64-bit word:
+// children in the high 32 bits, m2l in bits 16-31, p2p in 0-15; a block of 256 pairs makes at
+// most 256 x 64 children). The order within a level is therefore not fixed, which is why the keys
+// are sorted afterwards: the lists come out the same. cursor = {next, m2l, p2p}: an output past
+// its buffer's capacity is counted but not written, and the host runs the level again with larger
+// buffers (build_interaction_lists).
+constexpr int traverse_threads = 256;
 
-__global__ void expand_pairs_kernel(trees::octree_ref t, const int2* pairs, std::int32_t count, const std::uint8_t* action,
-                                    const pair_counts* place, int2* next, std::uint64_t* m2l_keys, std::uint64_t* p2p_keys) {
+__global__ void __launch_bounds__(traverse_threads)
+    traverse_level_kernel(trees::octree_ref t, const cell_geometry* g, double theta, const int2* pairs, std::int32_t count,
+                          int2* next, std::uint64_t next_capacity, std::uint64_t* m2l_keys, std::uint64_t m2l_capacity,
+                          std::uint64_t* p2p_keys, std::uint64_t p2p_capacity, int shift, unsigned long long* cursor) {
+  using block_scan = cub::BlockScan<unsigned long long, traverse_threads>;
+  __shared__ typename block_scan::TempStorage scan_storage;
+  __shared__ unsigned long long base[3];
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  pair_action act = act_m2l;
+  int2 p{0, 0};
+  unsigned long long mine = 0;  // this pair's outputs, packed
+  if (i < count) {
+    p = pairs[i];
+    act = decide(t, g, p.x, p.y, theta);
+    switch (act) {
+      case act_m2l: mine = 1ull << 16; break;
+      case act_p2p: mine = 1ull; break;
+      case act_same: mine = static_cast<unsigned long long>(t.child_count[p.x] * t.child_count[p.x]) << 32; break;
+      case act_split_target: mine = static_cast<unsigned long long>(t.child_count[p.x]) << 32; break;
+      case act_split_source: mine = static_cast<unsigned long long>(t.child_count[p.y]) << 32; break;
+    }
+  }
+  unsigned long long before = 0, total = 0;
+  block_scan(scan_storage).ExclusiveSum(mine, before, total);
+  if (threadIdx.x == 0) {
+    base[0] = atomicAdd(&cursor[0], total >> 32);
+    base[1] = atomicAdd(&cursor[1], (total >> 16) & 0xffffu);
+    base[2] = atomicAdd(&cursor[2], total & 0xffffu);
+  }
+  __syncthreads();
   if (i >= count) return;
-  const int2 p = pairs[i];
-  const pair_counts at = place[i];
-  switch (action[i]) {
-    case act_m2l: m2l_keys[at.m2l] = pair_key(p.x, p.y); break;
-    case act_p2p: p2p_keys[at.p2p] = pair_key(p.x, p.y); break;
-    case act_same: {
-      std::int32_t k = at.next;
-      const std::int32_t first = t.first_child[p.x], last = first + t.child_count[p.x];
-      for (std::int32_t ca = first; ca < last; ++ca)
-        for (std::int32_t cb = first; cb < last; ++cb) next[k++] = int2{ca, cb};
+  switch (act) {
+    case act_m2l: {
+      const unsigned long long k = base[1] + ((before >> 16) & 0xffffu);
+      if (k < m2l_capacity) m2l_keys[k] = pair_key(p.x, p.y, shift);
       break;
     }
-    case act_split_target: {
-      std::int32_t k = at.next;
-      for (std::int32_t ca = t.first_child[p.x]; ca < t.first_child[p.x] + t.child_count[p.x]; ++ca) next[k++] = int2{ca, p.y};
+    case act_p2p: {
+      const unsigned long long k = base[2] + (before & 0xffffu);
+      if (k < p2p_capacity) p2p_keys[k] = pair_key(p.x, p.y, shift);
       break;
     }
-    case act_split_source: {
-      std::int32_t k = at.next;
-      for (std::int32_t cb = t.first_child[p.y]; cb < t.first_child[p.y] + t.child_count[p.y]; ++cb) next[k++] = int2{p.x, cb};
+    default: {
+      unsigned long long k = base[0] + (before >> 32);
+      if (k + (mine >> 32) > next_capacity) break;
+      if (act == act_same) {
+        const std::int32_t first = t.first_child[p.x], last = first + t.child_count[p.x];
+        for (std::int32_t ca = first; ca < last; ++ca)
+          for (std::int32_t cb = first; cb < last; ++cb) next[k++] = int2{ca, cb};
+      } else if (act == act_split_target) {
+        for (std::int32_t ca = t.first_child[p.x]; ca < t.first_child[p.x] + t.child_count[p.x]; ++ca) next[k++] = int2{ca, p.y};
+      } else {
+        for (std::int32_t cb = t.first_child[p.y]; cb < t.first_child[p.y] + t.child_count[p.y]; ++cb) next[k++] = int2{p.x, cb};
+      }
       break;
     }
   }
 }
 
-// Sorted (row, column) keys into CSR: offset[r] = the first key of row r or later.
-__global__ void csr_rows_kernel(const std::uint64_t* keys, std::int32_t count, std::int32_t rows, std::int32_t* offset,
+// Sorted pair_key keys into CSR: offset[r] = the first key of row r or later.
+__global__ void csr_rows_kernel(const std::uint64_t* keys, std::int32_t count, std::int32_t rows, int shift, std::int32_t* offset,
                                 std::int32_t* column) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i <= rows) offset[i] = lower_bound(keys, count, static_cast<std::uint64_t>(i) << 32);
-  if (i < count) column[i] = static_cast<std::int32_t>(keys[i] & 0xffffffffu);
+  if (i <= rows) offset[i] = lower_bound(keys, count, static_cast<std::uint64_t>(i) << shift);
+  if (i < count) column[i] = static_cast<std::int32_t>(keys[i] & ((std::uint64_t{1} << shift) - 1));
 }
 
-// Sorts `count` keys (row < rows, column < 2^31) and cuts them into rows + 1 offsets and the columns.
-// With `unique`, equal keys are kept once, and `count` becomes how many stayed (one more host read).
+// Sorts `count` pair_key keys (row < rows, column < 2^shift) and cuts them into rows + 1 offsets
+// and the columns.
 std::pair<device_buffer<std::int32_t>, device_buffer<std::int32_t>> keys_to_csr(device_buffer<std::uint64_t>& keys,
-                                                                                 std::int32_t& count, std::int32_t rows,
-                                                                                 cub_scratch& scratch, cudaStream_t stream,
-                                                                                 bool unique = false) {
+                                                                                 std::int32_t count, std::int32_t rows, int shift,
+                                                                                 cub_scratch& scratch, cudaStream_t stream) {
   device_buffer<std::int32_t> offset(static_cast<std::size_t>(rows) + 1), column(static_cast<std::size_t>(count));
   if (count > 0) {
     device_buffer<std::uint64_t> alternate(static_cast<std::size_t>(count));
     cub::DoubleBuffer<std::uint64_t> db(keys.data(), alternate.data());
-    const int end_bit = 32 + std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint32_t>(rows))));
+    const int end_bit = shift + std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint32_t>(rows))));
     std::size_t bytes = 0;
     CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, bytes, db, count, 0, end_bit, stream));
     CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortKeys(scratch.reserve(bytes), bytes, db, count, 0, end_bit, stream));
-    const std::uint64_t* sorted = db.Current();
-    if (unique) {
-      device_buffer<std::int32_t> kept(1);
-      bytes = 0;
-      CANOPY_CUDA_TRY(cub::DeviceSelect::Unique(nullptr, bytes, db.Current(), db.Alternate(), kept.data(), count, stream));
-      CANOPY_CUDA_TRY(
-          cub::DeviceSelect::Unique(scratch.reserve(bytes), bytes, db.Current(), db.Alternate(), kept.data(), count, stream));
-      count = read_back(kept.data(), 1, stream)[0];
-      sorted = db.Alternate();
-    }
     const std::int64_t items = std::max<std::int64_t>(count, std::int64_t{rows} + 1);
-    csr_rows_kernel<<<grid_for(items), threads, 0, stream>>>(sorted, count, rows, offset.data(), column.data());
+    csr_rows_kernel<<<grid_for(items), threads, 0, stream>>>(db.Current(), count, rows, shift, offset.data(), column.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
     CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // `alternate` is freed on return
   } else {
@@ -295,25 +299,55 @@ __global__ void task_maps_kernel(task_ranges r, std::int32_t leaves, const std::
   if (i < leaves) p2p_task[p2p_leaf[i]] = r.p2p_begin + i;
 }
 
-// The M2L lists transposed: (waited-for node, m2l task) keys, so each up task finds the m2l tasks
-// that wait for it. The waited-for node is the source, or its ancestor `levels` up (dag_shape);
-// equal keys are merged after the sort.
-__global__ void m2l_transpose_keys_kernel(task_ranges r, const std::int32_t* parent, int levels, const std::int32_t* m2l_target,
-                                          const std::int32_t* m2l_offset, const std::int32_t* m2l_source, std::uint64_t* keys) {
-  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i >= r.down_begin - r.m2l_begin) return;
-  const std::int32_t target = m2l_target[i];
-  for (std::int32_t k = m2l_offset[target]; k < m2l_offset[target + 1]; ++k)
-    keys[k] = pair_key(m2l_wait_node(parent, m2l_source[k], levels), r.m2l_begin + i);
+// The M2L lists transposed, step one: for every M2L entry, the node its m2l task waits for (the
+// source, or its ancestor `levels` up: dag_shape) as the key and the m2l task as the value, so that
+// a sort by key groups each up task's waiting m2l tasks. A warp per m2l task reads its row
+// coalesced. A wait that repeats the row's previous entry's gets the key `nodes`, sorted past every
+// node and dropped: equal waits are adjacent in a row, because the row is sorted by source id,
+// node ids go level by level with every level in Morton order (so the ancestors k levels up of one
+// level's sorted nodes do not decrease), waits of different levels differ, and the sources whose
+// ancestor chain ends at the root (levels <= k) are the row's first. The kept entries are the m2l
+// task's predecessors: their count is its dependency count, summed by the warp (no atomics).
+__global__ void m2l_transpose_keys_kernel(task_ranges r, std::int32_t nodes, const std::int32_t* parent, int levels,
+                                          const std::int32_t* m2l_target, const std::int32_t* m2l_offset,
+                                          const std::int32_t* m2l_source, std::int32_t* keys, std::int32_t* values,
+                                          std::int32_t* m2l_deps) {
+  const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (warp >= r.down_begin - r.m2l_begin) return;
+  const auto i = static_cast<std::int32_t>(warp);
+  const std::int32_t target = m2l_target[i], begin = m2l_offset[target], end = m2l_offset[target + 1];
+  std::int32_t kept = 0;
+  for (std::int32_t k = begin + lane; k < end; k += 32) {
+    const std::int32_t w = m2l_wait_node(parent, m2l_source[k], levels);
+    const bool first = levels == 0 || k == begin || m2l_wait_node(parent, m2l_source[k - 1], levels) != w;
+    keys[k] = first ? w : nodes;
+    values[k] = r.m2l_begin + i;
+    kept += first;
+  }
+  for (int off = 16; off > 0; off /= 2) kept += __shfl_xor_sync(0xffffffffu, kept, off);
+  if (lane == 0) m2l_deps[i] = kept;
 }
 
-// Each m2l task's predecessor count: its entries in the transposed lists (integer adds, so the
-// order does not matter).
-__global__ void m2l_waits_kernel(task_ranges r, const std::int32_t* waiting_task, std::int32_t count, std::int32_t* m2l_deps) {
-  const std::int32_t k = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (k >= count) return;
-  cuda::atomic_ref<std::int32_t, cuda::thread_scope_device> c(m2l_deps[waiting_task[k] - r.m2l_begin]);
-  c.fetch_add(1, cuda::memory_order_relaxed);  // read by the next kernel
+// Step two, after the sort: waiting_offset[n] = the first sorted key not below n, for n in
+// [0, nodes]; waiting_offset[nodes] is how many waits were kept.
+__global__ void waiting_offsets_kernel(const std::int32_t* sorted_keys, std::int32_t count, std::int32_t nodes,
+                                       std::int32_t* waiting_offset) {
+  const std::int32_t n = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (n <= nodes) waiting_offset[n] = lower_bound(sorted_keys, count, n);
+}
+
+// Step three: each kept wait into its up task's successors, after the parent edge (a flat copy:
+// sorted entry j belongs to up task sorted_keys[j], at its place in that row; the dropped ones,
+// keyed `nodes`, come last and are skipped).
+__global__ void up_waiters_kernel(const std::int32_t* parent, std::int32_t nodes, const std::int32_t* sorted_keys,
+                                  const std::int32_t* sorted_values, std::int32_t count, const std::int32_t* waiting_offset,
+                                  const std::int32_t* succ_offset, std::int32_t* successor) {
+  const std::int64_t j = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= count) return;
+  const std::int32_t n = sorted_keys[j];
+  if (n >= nodes) return;
+  successor[succ_offset[n] + (parent[n] >= 0) + (static_cast<std::int32_t>(j) - waiting_offset[n])] = sorted_values[j];
 }
 
 struct dag_view {
@@ -322,8 +356,8 @@ struct dag_view {
   const std::int32_t *m2l_offset, *m2l_target, *down_node, *l2p_leaf, *p2p_leaf;
   const std::uint8_t* has_local;
   const std::int32_t *m2l_task, *down_task, *l2p_task;
-  const std::int32_t *waiting_offset, *waiting_task;  // the transposed M2L lists
-  const std::int32_t* m2l_deps;                        // per m2l task: its entries in them
+  const std::int32_t* waiting_offset;  // the transposed M2L lists' rows (their entries: up_waiters_kernel)
+  const std::int32_t* m2l_deps;        // per m2l task: its kept waits
 };
 
 // Successor and predecessor counts of each task (task_dag.hpp's table), and the sinks.
@@ -378,8 +412,7 @@ __global__ void successors_kernel(dag_view v, const std::int32_t* succ_offset, s
   switch (v.r.kind_of(task)) {
     case task_kind::up: {
       const std::int32_t n = task;
-      if (v.t.parent[n] >= 0) successor[k++] = v.t.parent[n];
-      for (std::int32_t w = v.waiting_offset[n]; w < v.waiting_offset[n + 1]; ++w) successor[k++] = v.waiting_task[w];
+      if (v.t.parent[n] >= 0) successor[k] = v.t.parent[n];  // then the waiting m2l tasks: up_waiters_kernel
       break;
     }
     case task_kind::m2l: successor[k] = v.down_task[v.m2l_target[task - v.r.m2l_begin]]; break;
@@ -447,57 +480,67 @@ device_interaction_lists build_interaction_lists(const trees::built_device_octre
     throw std::invalid_argument("build_interaction_lists: geometry has " + std::to_string(geometry.size()) +
                                 " cells for a tree of " + std::to_string(nodes) + " nodes");
   cub_scratch scratch;
+  const int shift = pair_key_shift(nodes);
   device_buffer<int2> frontier, next;
-  device_buffer<std::uint8_t> action;
-  device_buffer<pair_counts> counts, place;
   device_buffer<std::uint64_t> m2l_keys, p2p_keys;
-  std::size_t m2l_used = 0, p2p_used = 0;
+  device_buffer<unsigned long long> cursor(3);
+  std::uint64_t m2l_used = 0, p2p_used = 0;
   std::int64_t size = nodes > 0 ? 1 : 0;
   if (size > 0) {
     frontier = device_buffer<int2>(std::vector<int2>{int2{0, 0}});
+    // First guesses of the lists' lengths (a Plummer sphere at theta 0.5 makes about 320 M2L and
+    // 64 P2P pairs a node; pairs grow as theta^-3): too small costs a level run again and a copy.
+    const double per_node = 360.0 * std::min(64.0, std::pow(0.5 / theta, 3.0));
+    m2l_keys = device_buffer<std::uint64_t>(static_cast<std::size_t>(per_node * nodes) + 64);
+    p2p_keys = device_buffer<std::uint64_t>(static_cast<std::size_t>(72.0 * nodes) + 64);
   }
-  // The M2L and P2P totals are checked below 2^31 before they size a buffer (the CSR arrays are
-  // int32); a level's frontier is far smaller than the lists it leads to.
+  double growth = 8;  // the last level's next / size: the guess of this level's (too small: the level runs again)
   while (size > 0) {
-    const auto n = static_cast<std::size_t>(size);
-    if (action.size() < n) action = device_buffer<std::uint8_t>(n + n / 2);
-    if (counts.size() < n + 1) {
-      counts = device_buffer<pair_counts>(n + 1 + n / 2);
-      place = device_buffer<pair_counts>(n + 1 + n / 2);
-    }
-    classify_pairs_kernel<<<grid_for(size + 1), threads, 0, stream>>>(t, geometry.data(), theta, frontier.data(),
-                                                                     static_cast<std::int32_t>(size), action.data(), counts.data());
-    CANOPY_CUDA_TRY(cudaGetLastError());
-    std::size_t bytes = 0;
-    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveScan(nullptr, bytes, counts.data(), place.data(), add_counts{},
-                                                   pair_counts{0, 0, 0}, static_cast<std::int64_t>(n + 1), stream));
-    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveScan(scratch.reserve(bytes), bytes, counts.data(), place.data(), add_counts{},
-                                                   pair_counts{0, 0, 0}, static_cast<std::int64_t>(n + 1), stream));
-    const pair_counts total = read_back(place.data() + n, 1, stream)[0];
-    if (m2l_used + static_cast<std::size_t>(total.m2l) > 0x7fffffffu ||
-        p2p_used + static_cast<std::size_t>(total.p2p) > 0x7fffffffu)
-      throw std::invalid_argument("build_interaction_lists: more than 2^31 - 1 pairs");
-    grow_keeping(m2l_keys, m2l_used, m2l_used + static_cast<std::size_t>(total.m2l), stream);
-    grow_keeping(p2p_keys, p2p_used, p2p_used + static_cast<std::size_t>(total.p2p), stream);
-    if (next.size() < static_cast<std::size_t>(total.next)) {
+    const auto guess = static_cast<std::size_t>(1.25 * growth * static_cast<double>(size)) + 1024;
+    if (next.size() < guess) {
       next = device_buffer<int2>();
-      next = device_buffer<int2>(static_cast<std::size_t>(total.next) + static_cast<std::size_t>(total.next) / 2);
+      next = device_buffer<int2>(guess);
     }
-    expand_pairs_kernel<<<grid_for(size), threads, 0, stream>>>(t, frontier.data(), static_cast<std::int32_t>(size), action.data(),
-                                                                place.data(), next.data(), m2l_keys.data() + m2l_used,
-                                                                p2p_keys.data() + p2p_used);
-    CANOPY_CUDA_TRY(cudaGetLastError());
-    m2l_used += static_cast<std::size_t>(total.m2l);
-    p2p_used += static_cast<std::size_t>(total.p2p);
+    for (;;) {
+      const unsigned long long start[3] = {0, m2l_used, p2p_used};
+      CANOPY_CUDA_TRY(cudaMemcpyAsync(cursor.data(), start, sizeof(start), cudaMemcpyHostToDevice, stream));
+      traverse_level_kernel<<<grid_for(size, traverse_threads), traverse_threads, 0, stream>>>(
+          t, geometry.data(), theta, frontier.data(), static_cast<std::int32_t>(size), next.data(), next.size(), m2l_keys.data(),
+          m2l_keys.size(), p2p_keys.data(), p2p_keys.size(), shift, cursor.data());
+      CANOPY_CUDA_TRY(cudaGetLastError());
+      const std::vector<unsigned long long> end = read_back(cursor.data(), 3, stream);
+      // The CSR arrays and the frontier's indices are int32.
+      if (end[1] > 0x7fffffffu || end[2] > 0x7fffffffu || end[0] > 0x7fffffffu)
+        throw std::invalid_argument("build_interaction_lists: more than 2^31 - 1 pairs");
+      bool again = false;
+      if (end[0] > next.size()) {
+        next = device_buffer<int2>();
+        next = device_buffer<int2>(static_cast<std::size_t>(end[0]));
+        again = true;
+      }
+      if (end[1] > m2l_keys.size()) {
+        grow_keeping(m2l_keys, m2l_used, static_cast<std::size_t>(end[1] + (end[1] - m2l_used)), stream);
+        again = true;
+      }
+      if (end[2] > p2p_keys.size()) {
+        grow_keeping(p2p_keys, p2p_used, static_cast<std::size_t>(end[2] + (end[2] - p2p_used)), stream);
+        again = true;
+      }
+      if (again) continue;  // the level's outputs did not all fit: run it again into the larger buffers
+      m2l_used = end[1];
+      p2p_used = end[2];
+      growth = std::max(1.0, static_cast<double>(end[0]) / static_cast<double>(size));
+      size = static_cast<std::int64_t>(end[0]);
+      break;
+    }
     std::swap(frontier, next);
-    size = total.next;
   }
   device_interaction_lists out;
   out.node_count = nodes;
   out.m2l_count = static_cast<std::int32_t>(m2l_used);
   out.p2p_count = static_cast<std::int32_t>(p2p_used);
-  std::tie(out.m2l_offset, out.m2l_source) = keys_to_csr(m2l_keys, out.m2l_count, nodes, scratch, stream);
-  std::tie(out.p2p_offset, out.p2p_source) = keys_to_csr(p2p_keys, out.p2p_count, nodes, scratch, stream);
+  std::tie(out.m2l_offset, out.m2l_source) = keys_to_csr(m2l_keys, out.m2l_count, nodes, shift, scratch, stream);
+  std::tie(out.p2p_offset, out.p2p_source) = keys_to_csr(p2p_keys, out.p2p_count, nodes, shift, scratch, stream);
   CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return out;
 }
@@ -601,16 +644,26 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
       r, t.leaf_count, d.m2l_target.data(), d.down_node.data(), d.l2p_leaf.data(), d.p2p_leaf.data(), m2l_task.data(),
       down_task.data(), l2p_task.data(), p2p_task.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
-  device_buffer<std::uint64_t> waiting_keys(static_cast<std::size_t>(std::max(lists.m2l_count, 1)));
-  m2l_transpose_keys_kernel<<<grid_for(m[0]), threads, 0, stream>>>(r, t.parent, shape.m2l_wait_levels, d.m2l_target.data(),
-                                                                    lists.m2l_offset.data(), lists.m2l_source.data(),
-                                                                    waiting_keys.data());
-  CANOPY_CUDA_TRY(cudaGetLastError());
-  std::int32_t waits = lists.m2l_count;
-  auto [waiting_offset, waiting_task] = keys_to_csr(waiting_keys, waits, nodes, scratch, stream, shape.m2l_wait_levels > 0);
+  // The transposed M2L lists: (wait, m2l task) pairs sorted by the wait (a stable radix sort of
+  // bit_width(nodes) bits: each row in ascending m2l task ids, as the host has them).
+  const auto entries = static_cast<std::size_t>(std::max(lists.m2l_count, 1));
+  device_buffer<std::int32_t> keys(entries), keys_alt(entries), values(entries), values_alt(entries);
   device_buffer<std::int32_t> m2l_deps(static_cast<std::size_t>(std::max(m[0], 1)));
-  CANOPY_CUDA_TRY(cudaMemsetAsync(m2l_deps.data(), 0, m2l_deps.bytes(), stream));
-  m2l_waits_kernel<<<grid_for(waits), threads, 0, stream>>>(r, waiting_task.data(), waits, m2l_deps.data());
+  device_buffer<std::int32_t> waiting_offset(n_size + 1);
+  cub::DoubleBuffer<std::int32_t> sorted_keys(keys.data(), keys_alt.data()), sorted_values(values.data(), values_alt.data());
+  if (m[0] > 0) {
+    m2l_transpose_keys_kernel<<<grid_for(std::int64_t{m[0]} * 32), threads, 0, stream>>>(
+        r, nodes, t.parent, shape.m2l_wait_levels, d.m2l_target.data(), lists.m2l_offset.data(), lists.m2l_source.data(),
+        keys.data(), values.data(), m2l_deps.data());
+    CANOPY_CUDA_TRY(cudaGetLastError());
+    const int end_bit = std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint32_t>(nodes))));
+    std::size_t bytes = 0;
+    CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, sorted_keys, sorted_values, lists.m2l_count, 0, end_bit, stream));
+    CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(scratch.reserve(bytes), bytes, sorted_keys, sorted_values, lists.m2l_count, 0,
+                                                    end_bit, stream));
+  }
+  waiting_offsets_kernel<<<grid_for(std::int64_t{nodes} + 1), threads, 0, stream>>>(sorted_keys.Current(), lists.m2l_count, nodes,
+                                                                                   waiting_offset.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
 
   // The graph: counts, a scan into offsets, the successors, the sources.
@@ -626,7 +679,6 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
                    down_task.data(),
                    l2p_task.data(),
                    waiting_offset.data(),
-                   waiting_task.data(),
                    m2l_deps.data()};
   const auto tasks = static_cast<std::size_t>(r.end);
   device_buffer<std::int32_t> succ_count(tasks + 1);
@@ -656,6 +708,13 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   d.successor = device_buffer<std::int32_t>(static_cast<std::size_t>(std::max(d.edge_count, 1)));
   successors_kernel<<<grid_for(r.end), threads, 0, stream>>>(v, d.succ_offset.data(), d.successor.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
+  if (lists.m2l_count > 0) {
+    up_waiters_kernel<<<grid_for(lists.m2l_count), threads, 0, stream>>>(t.parent, nodes, sorted_keys.Current(),
+                                                                         sorted_values.Current(), lists.m2l_count,
+                                                                         waiting_offset.data(), d.succ_offset.data(),
+                                                                         d.successor.data());
+    CANOPY_CUDA_TRY(cudaGetLastError());
+  }
   CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // the scratch is freed on return
   return d;
 }

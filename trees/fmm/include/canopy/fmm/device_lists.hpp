@@ -55,11 +55,13 @@ struct device_interaction_lists {
 /// build_interaction_lists on the device: the host's dual tree traversal, the same pairs and the
 /// same decisions (detail/geometry_ops.hpp), run breadth first. Every (target, source) pair the
 /// host's stack would pop is independent of the others, so a level of the traversal is a frontier
-/// of pairs: a kernel classifies each pair and counts its children, an exclusive scan (CUB) places
-/// them, a second kernel writes the next frontier and the M2L and P2P pairs (frontier expansion
-/// by prefix sum, as in Merrill, Garland and Grimshaw's GPU breadth-first search, PPoPP 2012). The
-/// pairs are then sorted by (target, source) with a radix sort and cut into CSR rows. The host
-/// reads three counts per level of the traversal (about twice the tree's depth).
+/// of pairs, and one kernel per level decides each pair and writes what it makes (its children
+/// pairs, an M2L or a P2P pair) at places a block reserves with one atomic per kind (frontier
+/// expansion, as in Merrill, Garland and Grimshaw's GPU breadth-first search, PPoPP 2012, with
+/// block-level instead of device-wide scans). The pairs are then sorted by (target, source) with a
+/// radix sort and cut into CSR rows, so the order in which a level wrote them does not matter.
+/// The host reads three counts per level of the traversal (about twice the tree's depth); a level
+/// whose outputs overflow the buffers' first guesses runs again into larger ones.
 /// Throws std::invalid_argument as the host function does (theta outside (0, 1], a geometry not of
 /// this tree).
 device_interaction_lists build_interaction_lists(const trees::built_device_octree& tree,
@@ -92,9 +94,12 @@ struct device_task_dag {
   task_dag download() const;
 };
 
-/// build_task_dag on the device, of the same `shape` (task_dag.hpp: what an m2l task waits for;
-/// with m2l_wait_levels > 0 the merged waits cost one more host read). Throws
-/// std::invalid_argument when the lists are not of this tree or the shape is not valid.
+/// build_task_dag on the device, of the same `shape` (task_dag.hpp: what an m2l task waits for).
+/// The up tasks' successors are the M2L lists transposed: a warp per m2l task turns its row into
+/// (waited-for node, m2l task) pairs, merging equal waits of the row (they are adjacent: the rows
+/// are sorted by source id), and a radix sort of the waited-for nodes' bit_width(nodes) bits
+/// groups them by up task. Two host reads. Throws std::invalid_argument when the lists are not of
+/// this tree or the shape is not valid.
 device_task_dag build_task_dag(const trees::built_device_octree& tree, const device_interaction_lists& lists,
                                cudaStream_t stream = nullptr, const dag_shape& shape = {});
 
