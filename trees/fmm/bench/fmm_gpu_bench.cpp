@@ -456,6 +456,12 @@ int run_size(const options& o, std::size_t n) {
       std::printf(" %s %.2f / %.2f (%.2f / %.2f)%s", kinds[k], g, d, graph_clocks.cycles[k] / 1e9, dag_clocks.cycles[k] / 1e9,
                   k < 4 ? ";" : "\n");
     }
+    // The longest single body of each kind bounds any schedule from below (a phase, or the DAG,
+    // ends no sooner than its longest task): at the device's clock rate.
+    std::printf("longest body, us (graph phases / DAG):");
+    for (int k = 0; k < 5; ++k)
+      std::printf(" %s %.1f / %.1f%s", kinds[k], 1e3 * double(graph_clocks.longest[k]) / khz, 1e3 * double(dag_clocks.longest[k]) / khz,
+                  k < 4 ? ";" : "\n");
     // Every block of the persistent kernel holds threads_per_block / 32 warps (128 threads: 4).
     const double warp_cycles = double(dag_ms) * 1e-3 * khz * 1e3 * fmm.dag_blocks() * 4.0;
     std::printf("DAG run with clocks %.1f us: its warps' cycles %.2f G, in task bodies %.2f G (%.0f%%)\n", 1000.0 * dag_ms,

@@ -18,6 +18,7 @@
 #include <canopy/fmm/task_ops.hpp>
 #include <canopy/gpu_scheduler.cuh>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -128,13 +129,13 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   }
 
   // Each phase alone, between events, every body's clock cycles counted per phase (clock slots
-  // 10 p .. 10 p + 9 for phase p, as gpu_tasks counts them by kind), then the busy fraction of the
+  // 15 p .. 15 p + 14 for phase p, as gpu_tasks counts them by kind), then the busy fraction of the
   // phase's resident warp slots: the body cycles over (time x SM clock x the warps its kernel keeps
   // resident on the whole GPU, cudaOccupancyMaxActiveBlocksPerMultiprocessor).
   level_phase_times time_level_phases(cudaStream_t stream) override {
     level_phase_times t;
     std::array<cuda_event, 7> e;
-    device_buffer<unsigned long long> slots(60);
+    device_buffer<unsigned long long> slots(90);
     slots.fill_bytes(0, stream);
     int kernels = 0, phase = -1;
     std::array<task_kind, 6> kind_of{};
@@ -143,7 +144,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
       for (; phase < p; ++phase) e[static_cast<std::size_t>(phase + 1)].record(stream);  // the phase's start
       kind_of[static_cast<std::size_t>(p)] = decltype(kind)::value;
       resident[static_cast<std::size_t>(p)] = resident_warps<decltype(kind)::value>();
-      launch<decltype(kind)::value>(nodes, count, stream, kernels, slots.data() + 10 * p);
+      launch<decltype(kind)::value>(nodes, count, stream, kernels, slots.data() + 15 * p);
       if (p == 1) t.m2m_levels += count > 0;
       if (p == 3) t.l2l_levels += count > 0;
     });
@@ -157,9 +158,10 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     for (std::size_t p = 0; p < 6; ++p) {
       t.ms[p] = static_cast<double>(elapsed_ms(e[p], e[p + 1]));
       const auto k = static_cast<std::size_t>(kind_of[p]);
-      const unsigned long long cycles = c[10 * p + 2 * k];
+      const unsigned long long cycles = c[15 * p + 3 * k];
       t.clocks.cycles[k] += cycles;
-      t.clocks.tasks[k] += c[10 * p + 2 * k + 1];
+      t.clocks.tasks[k] += c[15 * p + 3 * k + 1];
+      t.clocks.longest[k] = std::max(t.clocks.longest[k], c[15 * p + 3 * k + 2]);
       const double slot_cycles = t.ms[p] * 1e-3 * khz * 1e3 * sms * resident[p];
       t.busy[p] = slot_cycles > 0 ? static_cast<double>(cycles) / slot_cycles : 0;
     }
@@ -168,7 +170,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
 
   void set_task_clocks(bool on) override {
     if (on) {
-      if (clocks_.size() == 0) clocks_ = device_buffer<unsigned long long>(10);
+      if (clocks_.size() == 0) clocks_ = device_buffer<unsigned long long>(15);
       CANOPY_CUDA_TRY(cudaMemset(clocks_.data(), 0, clocks_.bytes()));
       tasks_.clocks = clocks_.data();
     } else {
@@ -181,8 +183,9 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     CANOPY_CUDA_TRY(cudaDeviceSynchronize());
     const std::vector<unsigned long long> v = clocks_.download();
     for (int k = 0; k < 5; ++k) {
-      c.cycles[k] = v[static_cast<std::size_t>(2 * k)];
-      c.tasks[k] = v[static_cast<std::size_t>(2 * k + 1)];
+      c.cycles[k] = v[static_cast<std::size_t>(3 * k)];
+      c.tasks[k] = v[static_cast<std::size_t>(3 * k + 1)];
+      c.longest[k] = v[static_cast<std::size_t>(3 * k + 2)];
     }
     return c;
   }

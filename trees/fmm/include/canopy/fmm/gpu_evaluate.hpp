@@ -55,11 +55,13 @@ inline canopy::scheduler_options default_scheduler_options() {
   return o;
 }
 
-/// Per task kind (task_kind's order: up, m2l, down, l2p, p2p), the SM clock cycles the bodies took
-/// and how many ran (clock64 of the body's first lane around the body, after the group converged).
+/// Per task kind (task_kind's order: up, m2l, down, l2p, p2p), the SM clock cycles the bodies took,
+/// how many ran and the longest body (clock64 of the body's first lane around the body, after the
+/// group converged).
 struct task_clocks {
   unsigned long long cycles[5] = {};
   unsigned long long tasks[5] = {};
+  unsigned long long longest[5] = {};
 };
 
 /// Where the level-by-level baseline's time goes: each phase run alone (its kernels launched one

@@ -49,6 +49,19 @@ __device__ __forceinline__ E load_written(const E& src) {
   return out;
 }
 
+// The inclusive prefix sum of `v` over the group's ranks (Hillis-Steele over shuffles).
+template <int G>
+__device__ __forceinline__ std::int32_t group_inclusive_sum(const lane_group<G>& g, std::int32_t v) {
+  if constexpr (G > 1) {
+#pragma unroll
+    for (int offset = 1; offset < G; offset *= 2) {
+      const std::int32_t lower = __shfl_up_sync(g.mask, v, offset, G);
+      if (g.rank >= offset) v += lower;
+    }
+  }
+  return v;
+}
+
 // Sums `partial` over the group; lane r stores coefficients r, r + G, ... of the sum into *dst.
 template <int G, class E>
 __device__ __forceinline__ void sum_and_store(const lane_group<G>& g, const E& partial, E* dst) {
@@ -87,8 +100,8 @@ struct gpu_tasks {
   using local = local_expansion<float, P>;
   task_data<float, P> d;
   // Where the time goes (gpu_evaluator::set_task_clocks): per kind, the SM clock cycles its bodies
-  // took (lane 0's clock64 around the body, the group converged after it) and how many ran; null:
-  // not counted.
+  // took (lane 0's clock64 around the body, the group converged after it), how many ran and the
+  // longest one (three slots a kind); null: not counted.
   unsigned long long* clocks = nullptr;
 
   __device__ __forceinline__ long long clock_start() const { return clocks != nullptr ? clock64() : 0; }
@@ -97,8 +110,10 @@ struct gpu_tasks {
     if (clocks == nullptr) return;
     g.sync();
     if (g.rank == 0) {
-      atomicAdd(clocks + 2 * static_cast<int>(k), static_cast<unsigned long long>(clock64() - start));
-      atomicAdd(clocks + 2 * static_cast<int>(k) + 1, 1ull);
+      const auto cycles = static_cast<unsigned long long>(clock64() - start);
+      atomicAdd(clocks + 3 * static_cast<int>(k), cycles);
+      atomicAdd(clocks + 3 * static_cast<int>(k) + 1, 1ull);
+      atomicMax(clocks + 3 * static_cast<int>(k) + 2, cycles);
     }
   }
 
@@ -261,10 +276,17 @@ struct gpu_tasks {
   }
 
   // A leaf of n points on G lanes: c = G / n copies of the leaf's points (c = 1 from n > G / 2),
-  // copy q taking every c-th point of each source leaf; the copies' partial fields are then added
-  // in copy order over shuffles. Leaves hold about 9 points on average at 32 a leaf (Plummer), so
-  // a lane per point left more than two thirds of the warp idle. Source points are read-only
-  // during the run (plain loads, L1 serves the lanes that read the same point).
+  // copy q taking every c-th source point; the copies' partial fields are then added in copy
+  // order over shuffles. Leaves hold about 9 points on average at 32 a leaf (Plummer), so a lane
+  // per point left more than two thirds of the warp idle.
+  // The source points come in tiles of G, as in the classic GPU N-body kernel: the list's leaves
+  // are read G at a time (a leaf a lane: its range), their points counted by a warp scan, and
+  // every lane loads one point of the tile (a binary search over the scan finds its leaf), which
+  // the lanes then hand round by shuffles. Read leaf by leaf, as before, every source leaf cost
+  // three dependent loads and its few points a short loop with little in flight: a P2P task of a
+  // few hundred source leaves waited on memory most of its time, and one heavy leaf could hold
+  // its warp for a whole phase. The target leaf itself (the one source whose points include the
+  // lane's own, which weighs nothing) is run last, point by point.
   template <int G>
   __device__ __noinline__ void p2p_leaf(std::int32_t leaf, const lane_group<G>& g) const {
     const std::int32_t begin = d.point_begin[leaf], end = begin + d.point_count[leaf];
@@ -273,28 +295,59 @@ struct gpu_tasks {
     for (std::int32_t base = begin; base < end; base += G) {
       const int n = static_cast<int>(end - base < G ? end - base : G);
       const int copies = G / n, copy = g.rank / n, slot = g.rank - copy * n;
+      const int steps = (G + copies - 1) / copies;  // a copy's share of a full tile
       const std::int32_t j = base + slot;
+      const bool active = copy < copies;
       float ax = 0.f, ay = 0.f, az = 0.f, phi = 0.f;
-      if (copy < copies) {
-        const trees::point q = d.points[j];
-        for (std::int32_t k = first; k < last; ++k) {
-          const std::int32_t s = d.p2p_source[k], sb = d.point_begin[s], se = sb + d.point_count[s];
-          // Branch-free (the target itself weighs 0: adding zero leaves every sum's value as a
-          // skip would), so that the unrolled loop has several source loads in flight.
+      const trees::point q = d.points[active ? j : base];
+      const auto add = [&](const trees::point& p, bool use) {
+        const float dx = p.x - q.x, dy = p.y - q.y, dz = p.z - q.z;
+        const float inv_r = use ? rsqrtf(dx * dx + dy * dy + dz * dz + eps2) : 0.f;
+        const float m_inv_r = p.m * inv_r;
+        const float w = m_inv_r * inv_r * inv_r;
+        ax += w * dx;
+        ay += w * dy;
+        az += w * dz;
+        phi -= m_inv_r;
+      };
+      bool self = false;
+      for (std::int32_t batch = first; batch < last; batch += G) {
+        const int m = static_cast<int>(last - batch < G ? last - batch : G);
+        std::int32_t lane_begin = 0, lane_count = 0;  // this lane's source leaf of the batch
+        if (g.rank < m) {
+          const std::int32_t s = d.p2p_source[batch + g.rank];
+          if (s == leaf) self = true;
+          else {
+            lane_begin = d.point_begin[s];
+            lane_count = d.point_count[s];
+          }
+        }
+        self = g.any(self);
+        const std::int32_t incl = group_inclusive_sum(g, lane_count);  // the batch's points up to this lane's leaf
+        const std::int32_t total = g.from_lane(incl, G - 1);
+        for (std::int32_t tile = 0; tile < total; tile += G) {
+          // This lane's point of the tile: flattened index u, in the leaf r with incl[r - 1] <= u < incl[r].
+          const std::int32_t u = tile + g.rank;
+          int r = 0;
+          for (int step = G / 2; step > 0; step /= 2)
+            if (g.from_lane(incl, r + step - 1) <= u) r += step;
+          const std::int32_t leaf_begin = g.from_lane(lane_begin, r), leaf_end_flat = g.from_lane(incl, r),
+                             leaf_count = g.from_lane(lane_count, r);
+          trees::point mine{0.f, 0.f, 0.f, 0.f};
+          if (u < total) mine = d.points[leaf_begin + (u - (leaf_end_flat - leaf_count))];
+          const int in_tile = static_cast<int>(total - tile < G ? total - tile : G);
 #pragma unroll 4
-          for (std::int32_t i = sb + copy; i < se; i += copies) {
-            const trees::point p = d.points[i];
-            const float dx = p.x - q.x, dy = p.y - q.y, dz = p.z - q.z;
-            const float inv_r = i == j ? 0.f : rsqrtf(dx * dx + dy * dy + dz * dz + eps2);
-            const float m_inv_r = p.m * inv_r;
-            const float w = m_inv_r * inv_r * inv_r;
-            ax += w * dx;
-            ay += w * dy;
-            az += w * dz;
-            phi -= m_inv_r;
+          for (int v = 0; v < steps; ++v) {
+            const int from = copy + v * copies;
+            const int lane = from < G ? from : G - 1;
+            const trees::point p{g.from_lane(mine.x, lane), g.from_lane(mine.y, lane), g.from_lane(mine.z, lane),
+                                 g.from_lane(mine.m, lane)};
+            add(p, active && from < in_tile);
           }
         }
       }
+      if (self && active)
+        for (std::int32_t i = begin + copy; i < end; i += copies) add(d.points[i], i != j);
       // Copy 0's lanes add the other copies' partials in copy order. The shuffles read ax .. phi,
       // which no lane changes here: summing into them in place would hand the next round a lane
       // that already added an earlier copy, counting copy c >= 1 2^(copies-1-c) times (a leaf of
