@@ -35,15 +35,18 @@ struct problem {
   cf::interaction_lists lists;
   cf::task_dag dag;
   int wait_levels = 0;  // the dag's dag_shape::m2l_wait_levels
+  std::int64_t part_interactions = cf::dag_shape{}.p2p_part_interactions;  // and its p2p_part_interactions
 };
 
-problem make_problem(std::vector<ct::point> points, int max_leaf, double theta, int wait_levels = 0) {
+problem make_problem(std::vector<ct::point> points, int max_leaf, double theta, int wait_levels = 0,
+                     std::int64_t p2p_part_interactions = cf::dag_shape{}.p2p_part_interactions) {
   problem p;
   p.tree = ct::build_octree(points, {max_leaf, 21});
   p.geometry = cf::compute_cell_geometry(p.tree);
   p.lists = cf::build_interaction_lists(p.tree, p.geometry, theta);
   p.wait_levels = wait_levels;
-  p.dag = cf::build_task_dag(p.tree, p.lists, cf::dag_shape{wait_levels});
+  p.part_interactions = p2p_part_interactions;
+  p.dag = cf::build_task_dag(p.tree, p.lists, cf::dag_shape{wait_levels, p2p_part_interactions});
   return p;
 }
 
@@ -82,7 +85,8 @@ std::vector<std::set<canopy::task_id>> expected_predecessors(const problem& p) {
   for (std::size_t i = 0; i < d.l2p_leaf.size(); ++i) {
     auto& s = pred[static_cast<std::size_t>(d.ranges.l2p_begin) + i];
     s.insert(task_of(d.down_node, d.ranges.down_begin, d.l2p_leaf[i]));
-    s.insert(task_of(d.p2p_leaf, d.ranges.p2p_begin, d.l2p_leaf[i]));
+    for (std::size_t k = 0; k < d.p2p_leaf.size(); ++k)  // every p2p part of the leaf
+      if (d.p2p_leaf[k] == d.l2p_leaf[i]) s.insert(d.ranges.p2p_begin + static_cast<std::int32_t>(k));
   }
   return pred;
 }
@@ -92,7 +96,31 @@ void check_structure(const problem& p) {
   const ct::octree& t = p.tree;
   ASSERT_EQ(d.ranges.m2l_begin, t.node_count());
   ASSERT_EQ(d.graph.task_count(), d.task_count());
-  EXPECT_EQ(d.p2p_leaf, t.leaves);
+  // The p2p tasks: each leaf's parts in tree.leaves' order, as many as p2p_parts says, cutting
+  // its points into consecutive ranges that cover them all.
+  ASSERT_EQ(d.p2p_point.size(), d.p2p_leaf.size());
+  ASSERT_EQ(d.ranges.end - d.ranges.p2p_begin, static_cast<std::int32_t>(d.p2p_leaf.size()));
+  {
+    std::size_t k = 0;
+    for (const std::int32_t leaf : t.leaves) {
+      const auto l = static_cast<std::size_t>(leaf);
+      std::int64_t source_points = 0;
+      for (std::int32_t e = p.lists.p2p_offset[l]; e < p.lists.p2p_offset[l + 1]; ++e)
+        source_points += t.point_count[static_cast<std::size_t>(p.lists.p2p_source[static_cast<std::size_t>(e)])];
+      const std::int32_t parts = cf::p2p_parts(t.point_count[l], source_points, p.part_interactions);
+      std::int32_t next = t.point_begin[l];
+      for (std::int32_t q = 0; q < parts; ++q, ++k) {
+        ASSERT_LT(k, d.p2p_leaf.size());
+        EXPECT_EQ(d.p2p_leaf[k], leaf);
+        EXPECT_EQ(d.p2p_point[k], next) << "leaf " << leaf << " part " << q;
+        next = t.point_begin[l] + cf::p2p_part_begin(t.point_count[l], parts, q + 1);
+        if (t.point_count[l] > 1) {
+          EXPECT_LT(d.p2p_point[k], next) << "an empty part of leaf " << leaf;
+        }
+      }
+    }
+    EXPECT_EQ(k, d.p2p_leaf.size());
+  }
   for (std::int32_t n = 0; n < t.node_count(); ++n) {
     const auto i = static_cast<std::size_t>(n);
     const bool m2l = p.lists.m2l_offset[i + 1] > p.lists.m2l_offset[i];
@@ -257,6 +285,32 @@ TEST(FmmTaskDag, CoarserM2lWaitsGiveFewerEdgesAndTheSameFields) {
   }
   const problem p = make_problem(ct::generate_plummer(100, 1), 8, 0.5);
   EXPECT_THROW(cf::build_task_dag(p.tree, p.lists, cf::dag_shape{-1}), std::invalid_argument);
+}
+
+// Leaves' P2P cut into parts (dag_shape::p2p_part_interactions): more p2p tasks, each l2p waiting
+// for all of its leaf's, the same fields bit for bit (every point's sum runs over the same sources
+// in the same order). 1: every leaf of n > 1 points in n parts of one point.
+TEST(FmmTaskDag, P2pPartsGiveTheSameFields) {
+  const problem whole = make_problem(ct::generate_plummer(3000, 51), 32, 0.5, 0, 0);
+  check_structure(whole);
+  EXPECT_EQ(whole.dag.p2p_leaf, whole.tree.leaves);
+  const auto reference = run_serial<float, 5>(whole);
+  for (const std::int64_t part : {std::int64_t{16384}, std::int64_t{2000}, std::int64_t{1}}) {
+    SCOPED_TRACE(part);
+    const problem p = make_problem(ct::generate_plummer(3000, 51), 32, 0.5, 0, part);
+    check_structure(p);
+    EXPECT_GT(p.dag.p2p_leaf.size(), whole.dag.p2p_leaf.size());
+    if (part == 1) {
+      std::size_t expected = 0;  // a part a point, one for an empty leaf
+      for (const std::int32_t leaf : p.tree.leaves)
+        expected += static_cast<std::size_t>(std::max(p.tree.point_count[static_cast<std::size_t>(leaf)], 1));
+      EXPECT_EQ(p.dag.p2p_leaf.size(), expected);
+    }
+    EXPECT_TRUE(same_bits(run_serial<float, 5>(p), reference));
+    if (part == 2000) check_runs<float, 5>(p, 2e-5);  // the scheduler in many orders
+  }
+  const problem p = make_problem(ct::generate_plummer(100, 1), 8, 0.5);
+  EXPECT_THROW(cf::build_task_dag(p.tree, p.lists, cf::dag_shape{0, -1}), std::invalid_argument);
 }
 
 TEST(FmmTaskDag, DegenerateTrees) {

@@ -158,6 +158,7 @@ TEST_F(fmm_device_lists, DagEqualsTheHostsTaskForTask) {
     EXPECT_EQ(got.down_node, host.down_node);
     EXPECT_EQ(got.l2p_leaf, host.l2p_leaf);
     EXPECT_EQ(got.p2p_leaf, host.p2p_leaf);
+    EXPECT_EQ(got.p2p_point, host.p2p_point);
     EXPECT_EQ(got.has_local, host.has_local);
     EXPECT_EQ(got.internal_node, host.internal_node);
     EXPECT_EQ(got.internal_level_offset, host.internal_level_offset);

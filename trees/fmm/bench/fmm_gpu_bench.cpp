@@ -5,7 +5,14 @@
 //
 //   canopy_fmm_gpu_bench [--n 65536,1048576] [--order 5] [--theta 0.5] [--eps2 1e-6]
 //                        [--max-leaf 32] [--reps 20] [--sample 1000] [--full-check 200000] [--seed 1]
-//                        [--m2l-wait-levels 0] [--mode warp-rounds]
+//                        [--m2l-wait-levels 0] [--mode warp-rounds] [--blocks 0] [--idle-sleep-ns 0]
+//                        [--p2p-part 16384]
+//                        [--setup-reps 5] [--setup-only 0]
+//
+// --p2p-part: dag_shape::p2p_part_interactions, the P2P work (points x source points) above which
+// a leaf's P2P is cut into several tasks, in the DAG and the level graph alike (0: one a leaf).
+// --setup-reps: the set-up from the device-built octree, stage by stage (setup_stages below);
+// --setup-only 1: only that, for sizes whose CPU reference would take too long.
 //
 // --m2l-wait-levels lists DAG shapes (task_dag.hpp's dag_shape): each value k is one more DAG
 // variant, its m2l tasks waiting for the up task of each source's ancestor k levels up (0: every
@@ -62,7 +69,10 @@ struct options {
   std::size_t full_check = 200000;
   std::uint64_t seed = 1;
   std::vector<int> m2l_wait_levels{0};
+  std::int64_t p2p_part = cf::dag_shape{}.p2p_part_interactions;  // 0: a p2p task a leaf
   canopy::mode mode = cf::default_scheduler_options().mode;
+  int blocks = 0;  // the DAG's grid (scheduler_options::blocks; 0: the scheduler's choice)
+  long long idle_sleep_ns = 0;  // scheduler_options::idle_sleep_max (0: automatic)
   int setup_reps = 5;       // the set-up from the device-built octree, timed stage by stage
   bool setup_only = false;  // only that (no host tree, no evaluation): for sizes the CPU check can't afford
 };
@@ -70,6 +80,8 @@ struct options {
 canopy::scheduler_options scheduler_options_of(const options& o) {
   canopy::scheduler_options s = cf::default_scheduler_options();
   s.mode = o.mode;
+  s.blocks = o.blocks;
+  s.idle_sleep_max = std::chrono::nanoseconds(o.idle_sleep_ns);
   return s;
 }
 
@@ -77,7 +89,7 @@ canopy::scheduler_options scheduler_options_of(const options& o) {
   std::fprintf(stderr,
                "canopy_fmm_gpu_bench: %s\nusage: canopy_fmm_gpu_bench [--n N[,N...]] [--order 4|5|6|8] [--theta T] [--eps2 E]\n"
                "       [--max-leaf L] [--reps R] [--sample S] [--full-check N] [--seed S] [--m2l-wait-levels K[,K...]]\n"
-               "       [--mode MODE] [--setup-reps R] [--setup-only 0|1]\n",
+               "       [--mode MODE] [--blocks B] [--idle-sleep-ns S] [--p2p-part I] [--setup-reps R] [--setup-only 0|1]\n",
                why.c_str());
   std::exit(2);
 }
@@ -102,6 +114,9 @@ options parse(int argc, char** argv) {
       else if (a == "--full-check") o.full_check = std::stoull(v);
       else if (a == "--seed") o.seed = std::stoull(v);
       else if (a == "--setup-reps") o.setup_reps = std::stoi(v);
+      else if (a == "--p2p-part") o.p2p_part = std::stoll(v);
+      else if (a == "--blocks") o.blocks = std::stoi(v);
+      else if (a == "--idle-sleep-ns") o.idle_sleep_ns = std::stoll(v);
       else if (a == "--setup-only") o.setup_only = std::stoi(v) != 0;
       else if (a == "--mode") {
         const std::optional<canopy::mode> m = canopy::parse_mode(v);
@@ -120,6 +135,9 @@ options parse(int argc, char** argv) {
   }
   if (!cf::gpu_order_supported(o.order)) usage("--order must be 4, 5, 6 or 8");
   if (o.setup_reps < 0) usage("--setup-reps must be >= 0");
+  if (o.p2p_part < 0) usage("--p2p-part must be >= 0");
+  if (o.blocks < 0) usage("--blocks must be >= 0");
+  if (o.idle_sleep_ns < 0 || o.idle_sleep_ns > 1000000) usage("--idle-sleep-ns must be in [0, 1000000]");
   if (o.reps < 1 || o.sizes.empty()) usage("--reps must be >= 1 and --n must name a size");
   if (o.m2l_wait_levels.empty() || *std::min_element(o.m2l_wait_levels.begin(), o.m2l_wait_levels.end()) < 0)
     usage("--m2l-wait-levels must name levels >= 0");
@@ -215,7 +233,7 @@ void setup_stages(const options& o, std::size_t n, const cf::interaction_lists* 
       cf::device_interaction_lists l = cf::build_interaction_lists(built, g, o.theta, stream);
       t[2] = seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
-      cf::device_task_dag d = cf::build_task_dag(built, l, stream);
+      cf::device_task_dag d = cf::build_task_dag(built, l, stream, cf::dag_shape{0, o.p2p_part});
       t[3] = seconds_since(t0);
       m2l = l.m2l_count;
       p2p = l.p2p_count;
@@ -227,7 +245,7 @@ void setup_stages(const options& o, std::size_t n, const cf::interaction_lists* 
     {
       t0 = std::chrono::steady_clock::now();
       std::optional<cf::gpu_evaluator> ev;
-      ev.emplace(o.order, built, o.theta, o.eps2, scheduler_options_of(o), stream);
+      ev.emplace(o.order, built, o.theta, o.eps2, scheduler_options_of(o), stream, cf::dag_shape{0, o.p2p_part});
       t[5] = seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
       ev.reset();
@@ -293,7 +311,7 @@ int run_size(const options& o, std::size_t n) {
   std::vector<std::unique_ptr<cf::gpu_evaluator>> dags;
   for (const int k : o.m2l_wait_levels)
     dags.push_back(std::make_unique<cf::gpu_evaluator>(o.order, tree, geometry, lists, o.eps2, scheduler_options_of(o),
-                                                       cf::dag_shape{k}));
+                                                       cf::dag_shape{k, o.p2p_part}));
   cf::gpu_evaluator& fmm = *dags.front();
   const cf::task_dag& dag = fmm.dag();
   std::printf("\n## Plummer %zu points, order %d, theta %.2f, eps2 %g, max_leaf %d, DAG mode %s\n\n", n, o.order, o.theta, o.eps2,
@@ -302,10 +320,10 @@ int run_size(const options& o, std::size_t n) {
               "CPU reference (%s) %.2f s\n",
               tree.node_count(), tree.leaves.size(), tree.depth, lists.m2l_source.size(), lists.p2p_source.size(),
               host_lists_s, check_all ? "every point" : "sample", cpu_s);
-  std::printf("DAG: %d tasks (up %d, m2l %zu, down %zu, l2p %zu, p2p %zu); level graph %d kernels "
-              "(%d with the P2P branch)\n",
+  std::printf("DAG: %d tasks (up %d, m2l %zu, down %zu, l2p %zu, p2p %zu: leaves cut at %lld interactions); level graph %d "
+              "kernels (%d with the P2P branch)\n",
               dag.task_count(), dag.ranges.m2l_begin, dag.m2l_target.size(), dag.down_node.size(), dag.l2p_leaf.size(),
-              dag.p2p_leaf.size(), fmm.level_graph_kernels(false), fmm.level_graph_kernels(true));
+              dag.p2p_leaf.size(), static_cast<long long>(o.p2p_part), fmm.level_graph_kernels(false), fmm.level_graph_kernels(true));
   std::vector<std::string> dag_names;
   for (std::size_t i = 0; i < dags.size(); ++i) {
     const canopy::task_graph& g = dags[i]->dag().graph;

@@ -289,14 +289,43 @@ __global__ void level_offsets_kernel(const std::int32_t* level_offset, std::int3
 }
 
 // node -> task id of each kind (-1: none), from the selections.
-__global__ void task_maps_kernel(task_ranges r, std::int32_t leaves, const std::int32_t* m2l_target,
-                                 const std::int32_t* down_node, const std::int32_t* l2p_leaf, const std::int32_t* p2p_leaf,
-                                 std::int32_t* m2l_task, std::int32_t* down_task, std::int32_t* l2p_task, std::int32_t* p2p_task) {
+__global__ void task_maps_kernel(task_ranges r, const std::int32_t* m2l_target, const std::int32_t* down_node,
+                                 const std::int32_t* l2p_leaf, std::int32_t* m2l_task, std::int32_t* down_task,
+                                 std::int32_t* l2p_task) {
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i < r.down_begin - r.m2l_begin) m2l_task[m2l_target[i]] = r.m2l_begin + i;
   if (i < r.l2p_begin - r.down_begin) down_task[down_node[i]] = r.down_begin + i;
   if (i < r.p2p_begin - r.l2p_begin) l2p_task[l2p_leaf[i]] = r.l2p_begin + i;
-  if (i < leaves) p2p_task[p2p_leaf[i]] = r.p2p_begin + i;
+}
+
+// How many p2p tasks each leaf gets (task_dag.hpp's p2p_parts): a warp per leaf sums its sources'
+// points over its P2P row. part_count by leaf index (tree.leaves' order), parts_of by node.
+__global__ void p2p_parts_kernel(trees::octree_ref t, const std::int32_t* p2p_offset, const std::int32_t* p2p_source,
+                                 std::int64_t part_interactions, std::int32_t* part_count, std::int32_t* parts_of) {
+  const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  if (warp >= t.leaf_count) return;
+  const std::int32_t leaf = t.leaves[warp];
+  std::int64_t source_points = 0;
+  for (std::int32_t k = p2p_offset[leaf] + lane; k < p2p_offset[leaf + 1]; k += 32) source_points += t.point_count[p2p_source[k]];
+  for (int off = 16; off > 0; off /= 2) source_points += __shfl_xor_sync(0xffffffffu, source_points, off);
+  if (lane == 0) {
+    const std::int32_t parts = p2p_parts(t.point_count[leaf], source_points, part_interactions);
+    part_count[warp] = parts;
+    parts_of[leaf] = parts;
+  }
+}
+
+// Each leaf's p2p tasks from its first (part_offset, the scan of part_count): leaf and first point.
+__global__ void p2p_tasks_kernel(trees::octree_ref t, const std::int32_t* part_offset, std::int32_t* p2p_leaf,
+                                 std::int32_t* p2p_point) {
+  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= t.leaf_count) return;
+  const std::int32_t leaf = t.leaves[i], first = part_offset[i], parts = part_offset[i + 1] - first;
+  for (std::int32_t q = 0; q < parts; ++q) {
+    p2p_leaf[first + q] = leaf;
+    p2p_point[first + q] = t.point_begin[leaf] + p2p_part_begin(t.point_count[leaf], parts, q);
+  }
 }
 
 // The M2L lists transposed, step one: for every M2L entry, the node its m2l task waits for (the
@@ -358,6 +387,7 @@ struct dag_view {
   const std::int32_t *m2l_task, *down_task, *l2p_task;
   const std::int32_t* waiting_offset;  // the transposed M2L lists' rows (their entries: up_waiters_kernel)
   const std::int32_t* m2l_deps;        // per m2l task: its kept waits
+  const std::int32_t* p2p_parts_of;    // per leaf: its p2p tasks
 };
 
 // Successor and predecessor counts of each task (task_dag.hpp's table), and the sinks.
@@ -393,7 +423,7 @@ __global__ void task_counts_kernel(dag_view v, std::int32_t* succ_count, std::in
       deps = (v.m2l_task[n] >= 0) + (p >= 0 && v.down_task[p] >= 0);
       break;
     }
-    case task_kind::l2p: deps = 2; break;
+    case task_kind::l2p: deps = 1 + v.p2p_parts_of[v.l2p_leaf[task - v.r.l2p_begin]]; break;
     case task_kind::p2p: succ = v.has_local[v.p2p_leaf[task - v.r.p2p_begin]] ? 1 : 0; break;
   }
   succ_count[task] = succ;
@@ -568,6 +598,7 @@ task_dag device_task_dag::download() const {
   d.down_node = first(down_node, ranges.l2p_begin - ranges.down_begin);
   d.l2p_leaf = first(l2p_leaf, ranges.p2p_begin - ranges.l2p_begin);
   d.p2p_leaf = first(p2p_leaf, ranges.end - ranges.p2p_begin);
+  d.p2p_point = first(p2p_point, ranges.end - ranges.p2p_begin);
   d.internal_node = first(internal_node, internal_level_offset.empty() ? 0 : internal_level_offset.back());
   d.has_local = has_local.download();
   d.internal_level_offset = internal_level_offset;
@@ -585,6 +616,9 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
     throw std::invalid_argument("fmm::build_task_dag: lists are not of this tree (" + std::to_string(nodes) + " nodes)");
   if (shape.m2l_wait_levels < 0)
     throw std::invalid_argument("fmm::build_task_dag: m2l_wait_levels must be >= 0, not " + std::to_string(shape.m2l_wait_levels));
+  if (shape.p2p_part_interactions < 0)
+    throw std::invalid_argument("fmm::build_task_dag: p2p_part_interactions must be >= 0, not " +
+                                std::to_string(shape.p2p_part_interactions));
   device_task_dag d;
   d.node_count = nodes;
   const std::int32_t levels = nodes == 0 ? 1 : t.depth + 1;
@@ -610,8 +644,22 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   d.down_node = device_buffer<std::int32_t>(n_size);
   d.internal_node = device_buffer<std::int32_t>(n_size);
   d.l2p_leaf = device_buffer<std::int32_t>(std::max<std::size_t>(leaves, 1));
-  d.p2p_leaf = detail::device_copy(t.leaves, leaves, stream);
-  device_buffer<std::int32_t> meta(4 + 2 * (static_cast<std::size_t>(levels) + 1));
+  // The p2p tasks a leaf: counted, scanned into each leaf's first, their total into meta's last.
+  device_buffer<std::int32_t> part_count(leaves + 1), part_offset(leaves + 1), parts_of(n_size);
+  CANOPY_CUDA_TRY(cudaMemsetAsync(part_count.data(), 0, part_count.bytes(), stream));
+  CANOPY_CUDA_TRY(cudaMemsetAsync(parts_of.data(), 0, parts_of.bytes(), stream));
+  p2p_parts_kernel<<<grid_for(std::int64_t{t.leaf_count} * 32), threads, 0, stream>>>(
+      t, lists.p2p_offset.data(), lists.p2p_source.data(), shape.p2p_part_interactions, part_count.data(), parts_of.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  {
+    std::size_t bytes = 0;
+    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, part_count.data(), part_offset.data(), t.leaf_count + 1, stream));
+    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(scratch.reserve(bytes), bytes, part_count.data(), part_offset.data(),
+                                                  t.leaf_count + 1, stream));
+  }
+  device_buffer<std::int32_t> meta(4 + 2 * (static_cast<std::size_t>(levels) + 1) + 1);
+  CANOPY_CUDA_TRY(cudaMemcpyAsync(meta.data() + meta.size() - 1, part_offset.data() + leaves, sizeof(std::int32_t),
+                                  cudaMemcpyDeviceToDevice, stream));
   const thrust::counting_iterator<std::int32_t> ids(0);
   const auto select = [&](auto in, const std::uint8_t* flags, std::int32_t* out, std::int32_t* count, std::int32_t n) {
     std::size_t bytes = 0;
@@ -628,21 +676,25 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   const std::vector<std::int32_t> m = read_back(meta.data(), meta.size(), stream);
   const auto lv = static_cast<std::size_t>(levels) + 1;
   d.internal_level_offset.assign(m.begin() + 4, m.begin() + 4 + static_cast<std::ptrdiff_t>(lv));
-  d.down_level_offset.assign(m.begin() + 4 + static_cast<std::ptrdiff_t>(lv), m.end());
+  d.down_level_offset.assign(m.begin() + 4 + static_cast<std::ptrdiff_t>(lv), m.end() - 1);
+  const std::int32_t p2p_tasks = m.back();
 
   task_ranges& r = d.ranges;
   r.m2l_begin = nodes;
   r.down_begin = r.m2l_begin + m[0];
   r.l2p_begin = r.down_begin + m[1];
   r.p2p_begin = r.l2p_begin + m[3];
-  r.end = r.p2p_begin + t.leaf_count;
+  r.end = r.p2p_begin + p2p_tasks;
+  d.p2p_leaf = device_buffer<std::int32_t>(static_cast<std::size_t>(std::max(p2p_tasks, 1)));
+  d.p2p_point = device_buffer<std::int32_t>(static_cast<std::size_t>(std::max(p2p_tasks, 1)));
+  p2p_tasks_kernel<<<grid_for(t.leaf_count), threads, 0, stream>>>(t, part_offset.data(), d.p2p_leaf.data(), d.p2p_point.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
 
   // node -> task maps; the transposed M2L lists.
-  device_buffer<std::int32_t> m2l_task(n_size), down_task(n_size), l2p_task(n_size), p2p_task(n_size);
-  for (auto* b : {&m2l_task, &down_task, &l2p_task, &p2p_task}) CANOPY_CUDA_TRY(cudaMemsetAsync(b->data(), 0xff, b->bytes(), stream));
-  task_maps_kernel<<<grid_for(std::max(nodes, t.leaf_count)), threads, 0, stream>>>(
-      r, t.leaf_count, d.m2l_target.data(), d.down_node.data(), d.l2p_leaf.data(), d.p2p_leaf.data(), m2l_task.data(),
-      down_task.data(), l2p_task.data(), p2p_task.data());
+  device_buffer<std::int32_t> m2l_task(n_size), down_task(n_size), l2p_task(n_size);
+  for (auto* b : {&m2l_task, &down_task, &l2p_task}) CANOPY_CUDA_TRY(cudaMemsetAsync(b->data(), 0xff, b->bytes(), stream));
+  task_maps_kernel<<<grid_for(nodes), threads, 0, stream>>>(r, d.m2l_target.data(), d.down_node.data(), d.l2p_leaf.data(),
+                                                            m2l_task.data(), down_task.data(), l2p_task.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
   // The transposed M2L lists: (wait, m2l task) pairs sorted by the wait (a stable radix sort of
   // bit_width(nodes) bits: each row in ascending m2l task ids, as the host has them).
@@ -679,7 +731,8 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
                    down_task.data(),
                    l2p_task.data(),
                    waiting_offset.data(),
-                   m2l_deps.data()};
+                   m2l_deps.data(),
+                   parts_of.data()};
   const auto tasks = static_cast<std::size_t>(r.end);
   device_buffer<std::int32_t> succ_count(tasks + 1);
   device_buffer<std::uint8_t> is_source(tasks);

@@ -73,7 +73,9 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
         down_node_(dag_->down_node),
         l2p_leaf_(dag_->l2p_leaf),
         p2p_leaf_(dag_->p2p_leaf),
+        p2p_point_(dag_->p2p_point),
         internal_node_(dag_->internal_node),
+        leaves_(tree.leaves),
         has_local_(dag_->has_local),
         multipoles_(geometry.size()),
         locals_(geometry.size()),
@@ -102,6 +104,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     first_child_ = device_copy(t.first_child, nodes, stream);
     child_count_ = device_copy(t.child_count, nodes, stream);
     parent_ = device_copy(t.parent, nodes, stream);
+    leaves_ = device_copy(t.leaves, static_cast<std::size_t>(t.leaf_count), stream);
     frames_ = device_buffer<frame<float>>(nodes);
     if (nodes != 0) {
       frames_kernel<<<static_cast<unsigned>((nodes + threads - 1) / threads), threads, 0, stream>>>(t.node_count, geometry.data(),
@@ -217,16 +220,16 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     const std::int32_t* down_node = device_dag_ ? device_dag_->down_node.data() : down_node_.data();
     const std::int32_t* l2p_leaf = device_dag_ ? device_dag_->l2p_leaf.data() : l2p_leaf_.data();
     const std::int32_t* p2p_leaf = device_dag_ ? device_dag_->p2p_leaf.data() : p2p_leaf_.data();
+    const std::int32_t* p2p_point = device_dag_ ? device_dag_->p2p_point.data() : p2p_point_.data();
     const std::uint8_t* has_local = device_dag_ ? device_dag_->has_local.data() : has_local_.data();
     internal_node_ptr_ = device_dag_ ? device_dag_->internal_node.data() : internal_node_.data();
     m2l_target_ptr_ = m2l_target;
     down_node_ptr_ = down_node;
     l2p_leaf_ptr_ = l2p_leaf;
-    p2p_leaf_ptr_ = p2p_leaf;
     tasks_.d = task_data<float, P>{points_.data(), point_begin_.data(), point_count_.data(), first_child_.data(),
                                    child_count_.data(), parent_.data(), frames_.data(), m2l_offset_.data(),
                                    m2l_source_.data(), p2p_offset_.data(), p2p_source_.data(), ranges_,
-                                   m2l_target, down_node, l2p_leaf, p2p_leaf,
+                                   m2l_target, down_node, l2p_leaf, p2p_leaf, p2p_point,
                                    has_local, static_cast<float>(eps2), multipoles_.data(), locals_.data(),
                                    fields_.data()};
   }
@@ -252,13 +255,13 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   // The level-by-level evaluation's kernel launches in order, f(phase, kind, nodes, count) with
   // the phase's index in level_phase_times (0 P2M, 1 M2M, 2 M2L, 3 L2L, 4 P2P, 5 L2P) and the kind
   // as a std::integral_constant: P2M over every leaf, M2M level by level from the deepest internal
-  // level up, M2L over every target, L2L level by level from the root down, P2P (stores), L2P
-  // (adds). The captured graphs and time_level_phases both launch this sequence.
+  // level up, M2L over every target, L2L level by level from the root down, P2P over the DAG's
+  // p2p tasks (stores; nodes null: the kernel runs task indices), L2P (adds). The captured graphs
+  // and time_level_phases both launch this sequence.
   template <class F>
   void for_each_launch(F&& f) const {
     using k = task_kind;
-    const std::int32_t leaves = ranges_.end - ranges_.p2p_begin;
-    f(0, std::integral_constant<k, k::up>{}, p2p_leaf_ptr_, leaves);
+    f(0, std::integral_constant<k, k::up>{}, leaves_.data(), static_cast<std::int32_t>(leaves_.size()));
     for (int level = depth_; level >= 0; --level) {
       const std::int32_t b = internal_level_offset_[static_cast<std::size_t>(level)];
       f(1, std::integral_constant<k, k::up>{}, internal_node_ptr_ + b, internal_level_offset_[static_cast<std::size_t>(level) + 1] - b);
@@ -268,9 +271,11 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
       const std::int32_t b = down_level_offset_[static_cast<std::size_t>(level)];
       f(3, std::integral_constant<k, k::down>{}, down_node_ptr_ + b, down_level_offset_[static_cast<std::size_t>(level) + 1] - b);
     }
-    f(4, std::integral_constant<k, k::p2p>{}, p2p_leaf_ptr_, leaves);
+    f(4, std::integral_constant<k, k::p2p>{}, nullptr, p2p_tasks());
     f(5, std::integral_constant<k, k::l2p>{}, l2p_leaf_ptr_, ranges_.p2p_begin - ranges_.l2p_begin);
   }
+
+  std::int32_t p2p_tasks() const { return ranges_.end - ranges_.p2p_begin; }
 
   // Warps of phase_kernel<P, K> resident on one SM at once (its blocks of `threads`).
   template <task_kind K>
@@ -316,7 +321,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
         if (branch && p == 0) {
           CANOPY_CUDA_TRY(cudaEventRecord(fork, s));
           CANOPY_CUDA_TRY(cudaStreamWaitEvent(near, fork));
-          launch<task_kind::p2p>(p2p_leaf_ptr_, ranges_.end - ranges_.p2p_begin, near, kernels);
+          launch<task_kind::p2p>(nullptr, p2p_tasks(), near, kernels);
           CANOPY_CUDA_TRY(cudaEventRecord(join, near));
         }
         if (branch && K == task_kind::l2p) CANOPY_CUDA_TRY(cudaStreamWaitEvent(s, join));
@@ -352,12 +357,13 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   device_buffer<std::int32_t> point_begin_, point_count_, first_child_, child_count_, parent_;
   device_buffer<frame<float>> frames_;
   device_buffer<std::int32_t> m2l_offset_, m2l_source_, p2p_offset_, p2p_source_;
-  device_buffer<std::int32_t> m2l_target_, down_node_, l2p_leaf_, p2p_leaf_, internal_node_;  // the host path's uploads
+  device_buffer<std::int32_t> m2l_target_, down_node_, l2p_leaf_, p2p_leaf_, p2p_point_, internal_node_;  // the host path's uploads
+  device_buffer<std::int32_t> leaves_;  // the tree's leaves (P2M's list in the level graph)
   device_buffer<std::uint8_t> has_local_;
   device_buffer<multipole_expansion<float, P>> multipoles_;
   device_buffer<local_expansion<float, P>> locals_;
   device_buffer<field<float>> fields_;
-  const std::int32_t *m2l_target_ptr_ = nullptr, *down_node_ptr_ = nullptr, *l2p_leaf_ptr_ = nullptr, *p2p_leaf_ptr_ = nullptr,
+  const std::int32_t *m2l_target_ptr_ = nullptr, *down_node_ptr_ = nullptr, *l2p_leaf_ptr_ = nullptr,
                      *internal_node_ptr_ = nullptr;
   gpu_tasks<P> tasks_{};
   device_buffer<unsigned long long> clocks_;  // set_task_clocks' counts

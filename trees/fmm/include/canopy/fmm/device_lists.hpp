@@ -76,7 +76,7 @@ device_interaction_lists build_interaction_lists(const trees::built_device_octre
 struct device_task_dag {
   task_ranges ranges;
   std::int32_t node_count = 0;
-  device_buffer<std::int32_t> m2l_target, down_node, l2p_leaf, p2p_leaf, internal_node;
+  device_buffer<std::int32_t> m2l_target, down_node, l2p_leaf, p2p_leaf, p2p_point, internal_node;
   device_buffer<std::uint8_t> has_local;
   // Host copies: the baseline sizes its launches per level from them (depth + 2 entries each).
   std::vector<std::int32_t> internal_level_offset, down_level_offset;

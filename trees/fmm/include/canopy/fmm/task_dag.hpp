@@ -16,12 +16,20 @@
 //                             list): its own M2L result plus its parent's local shifted (L2L).
 //                             Waits for its m2l task (if any) and its parent's down task (if any).
 //   l2p   one per leaf with a down task: adds the far field to each of its points.
-//                             Waits for the leaf's down task and its p2p task.
-//   p2p   one per leaf: writes the near field of each of its points. No predecessors, so these
-//                             fill the GPU from the first moment while the multipoles climb.
+//                             Waits for the leaf's down task and its p2p tasks.
+//   p2p   one or more per leaf, each over a contiguous part of its points: writes their near
+//                             field. No predecessors, so these fill the GPU from the first moment
+//                             while the multipoles climb.
 //
 // l2p waits for p2p because both write the same points: p2p stores, l2p adds, and no two tasks
-// ever write one point at the same time. Sources are claimed in id order (task_graph's sources are
+// ever write one point at the same time.
+//
+// Why a leaf's P2P may be several tasks: its cost is its points times its sources' points, and a
+// few leaves (a large leaf beside a dense region: on a Plummer sphere of 64k points, one leaf
+// with 17 times the mean) make single tasks that hold one warp for the length of a whole phase.
+// dag_shape::p2p_part_interactions splits a leaf whose cost exceeds it into parts of its points
+// (p2p_parts below), each with the whole source list: every point's sum is the same as unsplit,
+// in the same order. Sources are claimed in id order (task_graph's sources are
 // sorted), so the leaves' up tasks, which start the critical path (up, m2l, down, l2p), come
 // before the p2p tasks, which only fill.
 //
@@ -81,7 +89,10 @@ struct task_dag {
   std::vector<std::int32_t> m2l_target;  // m2l task m2l_begin + i runs on node m2l_target[i]
   std::vector<std::int32_t> down_node;   // down task down_begin + i on node down_node[i] (increasing ids)
   std::vector<std::int32_t> l2p_leaf;    // l2p task l2p_begin + i on leaf l2p_leaf[i] (Morton order)
-  std::vector<std::int32_t> p2p_leaf;    // p2p task p2p_begin + i on leaf p2p_leaf[i] (= tree.leaves)
+  std::vector<std::int32_t> p2p_leaf;    // p2p task p2p_begin + i on leaf p2p_leaf[i] (tree.leaves' order, a
+                                         // leaf once per part)
+  std::vector<std::int32_t> p2p_point;   // its first point: the part is [p2p_point[i], the next part's first
+                                         // point if that is of the same leaf, else the leaf's end)
   std::vector<std::uint8_t> has_local;   // per node: its local expansion is not zero (it has a down task)
   canopy::task_graph graph;
 
@@ -95,13 +106,29 @@ struct task_dag {
   std::int32_t task_count() const { return ranges.end; }
 };
 
-// How the DAG's m2l tasks wait for their sources' multipoles (the header comment says why).
+// How the DAG's m2l tasks wait for their sources' multipoles, and how finely the P2P work is cut
+// (the header comment says why).
 struct dag_shape {
   // 0: each m2l task waits for the up task of every source (one edge per M2L pair). k > 0: for
   // the up task of each source's ancestor k levels up (the root for sources above level k), each
   // such ancestor once.
   int m2l_wait_levels = 0;
+  // A leaf of n points whose sources hold s points in all gets ceil(n s / this) p2p tasks (at
+  // most n); 0: one a leaf. 16384 is about 1.5 times the mean leaf's n s on Plummer spheres at
+  // leaves of 32 and theta 0.5 (a warp's 512 steps of 32 pairs).
+  std::int64_t p2p_part_interactions = 16384;
 };
+
+// How many p2p tasks a leaf of `points` points gets when its sources hold `source_points` (the
+// target leaf's own included), and where part q of k starts, relative to the leaf's first point.
+CANOPY_HD inline std::int32_t p2p_parts(std::int32_t points, std::int64_t source_points, std::int64_t part_interactions) {
+  if (part_interactions <= 0 || points <= 1) return 1;
+  const std::int64_t k = (std::int64_t{points} * source_points + part_interactions - 1) / part_interactions;
+  return static_cast<std::int32_t>(k < 1 ? 1 : k > points ? points : k);
+}
+CANOPY_HD inline std::int32_t p2p_part_begin(std::int32_t points, std::int32_t parts, std::int32_t q) {
+  return static_cast<std::int32_t>(std::int64_t{points} * q / parts);
+}
 
 // The node an m2l task waits for in place of source `s` (parent: the tree's parent array).
 CANOPY_HD inline std::int32_t m2l_wait_node(const std::int32_t* parent, std::int32_t s, int levels) {
@@ -119,6 +146,9 @@ inline task_dag build_task_dag(const trees::octree& tree, const interaction_list
     throw std::invalid_argument("fmm::build_task_dag: lists are not of this tree (" + std::to_string(nodes) + " nodes)");
   if (shape.m2l_wait_levels < 0)
     throw std::invalid_argument("fmm::build_task_dag: m2l_wait_levels must be >= 0, not " + std::to_string(shape.m2l_wait_levels));
+  if (shape.p2p_part_interactions < 0)
+    throw std::invalid_argument("fmm::build_task_dag: p2p_part_interactions must be >= 0, not " +
+                                std::to_string(shape.p2p_part_interactions));
   const auto has_m2l = [&](std::int32_t n) {
     return lists.m2l_offset[static_cast<std::size_t>(n) + 1] > lists.m2l_offset[static_cast<std::size_t>(n)];
   };
@@ -130,14 +160,26 @@ inline task_dag build_task_dag(const trees::octree& tree, const interaction_list
     const std::int32_t p = tree.parent[static_cast<std::size_t>(n)];
     d.has_local[static_cast<std::size_t>(n)] = has_m2l(n) || (p >= 0 && d.has_local[static_cast<std::size_t>(p)]);
   }
-  std::vector<std::int32_t> m2l_task(n_size, -1), down_task(n_size, -1), p2p_task(n_size, -1);
+  std::vector<std::int32_t> m2l_task(n_size, -1), down_task(n_size, -1), p2p_task(n_size, -1), p2p_part_count(n_size, 0);
   for (std::int32_t n = 0; n < nodes; ++n)
     if (has_m2l(n)) d.m2l_target.push_back(n);
   for (std::int32_t n = 0; n < nodes; ++n)
     if (d.has_local[static_cast<std::size_t>(n)]) d.down_node.push_back(n);
   for (const std::int32_t leaf : tree.leaves)
     if (d.has_local[static_cast<std::size_t>(leaf)]) d.l2p_leaf.push_back(leaf);
-  d.p2p_leaf = tree.leaves;
+  for (const std::int32_t leaf : tree.leaves) {
+    const auto l = static_cast<std::size_t>(leaf);
+    std::int64_t source_points = 0;
+    for (std::int32_t k = lists.p2p_offset[l]; k < lists.p2p_offset[l + 1]; ++k)
+      source_points += tree.point_count[static_cast<std::size_t>(lists.p2p_source[static_cast<std::size_t>(k)])];
+    const std::int32_t points = tree.point_count[l];
+    const std::int32_t parts = p2p_parts(points, source_points, shape.p2p_part_interactions);
+    p2p_part_count[l] = parts;
+    for (std::int32_t q = 0; q < parts; ++q) {
+      d.p2p_leaf.push_back(leaf);
+      d.p2p_point.push_back(tree.point_begin[l] + p2p_part_begin(points, parts, q));
+    }
+  }
 
   task_ranges& r = d.ranges;
   r.m2l_begin = nodes;
@@ -149,11 +191,11 @@ inline task_dag build_task_dag(const trees::octree& tree, const interaction_list
     m2l_task[static_cast<std::size_t>(d.m2l_target[i])] = r.m2l_begin + static_cast<std::int32_t>(i);
   for (std::size_t i = 0; i < d.down_node.size(); ++i)
     down_task[static_cast<std::size_t>(d.down_node[i])] = r.down_begin + static_cast<std::int32_t>(i);
-  for (std::size_t i = 0; i < d.p2p_leaf.size(); ++i)
+  for (std::size_t i = d.p2p_leaf.size(); i-- > 0;)  // each leaf's first part
     p2p_task[static_cast<std::size_t>(d.p2p_leaf[i])] = r.p2p_begin + static_cast<std::int32_t>(i);
 
   std::vector<std::pair<task_id, task_id>> edges;  // (a, b): b waits for a
-  edges.reserve(n_size + lists.m2l_source.size() + 2 * d.down_node.size() + 2 * d.l2p_leaf.size());
+  edges.reserve(n_size + lists.m2l_source.size() + 2 * d.down_node.size() + d.l2p_leaf.size() + d.p2p_leaf.size());
   for (std::int32_t n = 1; n < nodes; ++n) edges.emplace_back(n, tree.parent[static_cast<std::size_t>(n)]);
   std::vector<std::int32_t> waits;  // one target's waited-for nodes, each once
   for (std::size_t i = 0; i < d.m2l_target.size(); ++i) {
@@ -175,7 +217,7 @@ inline task_dag build_task_dag(const trees::octree& tree, const interaction_list
     const auto leaf = static_cast<std::size_t>(d.l2p_leaf[i]);
     const task_id l2p = r.l2p_begin + static_cast<std::int32_t>(i);
     edges.emplace_back(down_task[leaf], l2p);
-    edges.emplace_back(p2p_task[leaf], l2p);
+    for (std::int32_t q = 0; q < p2p_part_count[leaf]; ++q) edges.emplace_back(p2p_task[leaf] + q, l2p);
   }
   d.graph = canopy::task_graph::from_edges(r.end, edges);
 

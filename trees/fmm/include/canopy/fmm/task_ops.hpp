@@ -8,8 +8,9 @@
 //   up(n)    writes multipoles[n]          reads its children's multipoles
 //   m2l(t)   writes locals[t]              reads its sources' multipoles
 //   down(n)  writes locals[n]              reads locals[n] (its own M2L's) and locals[parent]
-//   p2p(l)   stores fields of l's points   reads points only
-//   l2p(l)   adds to fields of l's points  reads locals[l] and the fields p2p stored
+//   p2p(i)   stores fields of its part of  reads points only
+//            leaf l's points
+//   l2p(l)   adds to fields of l's points  reads locals[l] and the fields l's p2p tasks stored
 #pragma once
 
 #include <canopy/config.hpp>
@@ -51,6 +52,7 @@ struct task_data {
   const std::int32_t* down_node;
   const std::int32_t* l2p_leaf;
   const std::int32_t* p2p_leaf;
+  const std::int32_t* p2p_point;  // each p2p task's first point (task_dag::p2p_point)
   const std::uint8_t* has_local;
   T eps2;
   // What the run writes.
@@ -68,6 +70,14 @@ struct task_data {
       case task_kind::l2p: return l2p_leaf[t - ranges.l2p_begin];
       default: return p2p_leaf[t - ranges.p2p_begin];
     }
+  }
+  // The points [begin, end) of p2p task p2p_begin + i: from its first point to the next part's
+  // (the parts of a leaf are consecutive tasks), or to its leaf's end.
+  CANOPY_HD void p2p_part(std::int32_t i, std::int32_t& leaf, std::int32_t& begin, std::int32_t& end) const {
+    leaf = p2p_leaf[i];
+    begin = p2p_point[i];
+    end = i + 1 < ranges.end - ranges.p2p_begin && p2p_leaf[i + 1] == leaf ? p2p_point[i + 1]
+                                                                           : point_begin[leaf] + point_count[leaf];
   }
 };
 
@@ -109,8 +119,10 @@ struct task_ops {
     d.locals[n] = l;
   }
 
-  CANOPY_HD void p2p_leaf(std::int32_t leaf) const {
-    const std::int32_t begin = d.point_begin[leaf], end = begin + d.point_count[leaf];
+  // p2p task p2p_begin + i.
+  CANOPY_HD void p2p_part(std::int32_t i) const {
+    std::int32_t leaf = 0, begin = 0, end = 0;
+    d.p2p_part(i, leaf, begin, end);
     for (std::int32_t j = begin; j < end; ++j) {
       const trees::point q = d.points[j];
       field<T> f{T(0), T(0), T(0), T(0)};
@@ -142,7 +154,7 @@ struct task_ops {
       case task_kind::m2l: m2l_into(n); break;
       case task_kind::down: down(n); break;
       case task_kind::l2p: l2p_leaf(n); break;
-      case task_kind::p2p: p2p_leaf(n); break;
+      case task_kind::p2p: p2p_part(t - d.ranges.p2p_begin); break;
     }
   }
 };
@@ -179,7 +191,7 @@ struct host_task_state {
                            tree.child_count.data(), tree.parent.data(), frames.data(), lists.m2l_offset.data(),
                            lists.m2l_source.data(), lists.p2p_offset.data(), lists.p2p_source.data(), dag.ranges,
                            dag.m2l_target.data(), dag.down_node.data(), dag.l2p_leaf.data(), dag.p2p_leaf.data(),
-                           dag.has_local.data(), T(eps2), multipoles.data(), locals.data(), fields.data()};
+                           dag.p2p_point.data(), dag.has_local.data(), T(eps2), multipoles.data(), locals.data(), fields.data()};
   }
   host_task_state(const host_task_state&) = delete;  // data points into this object's vectors
   host_task_state& operator=(const host_task_state&) = delete;

@@ -13,8 +13,8 @@
 //   down   one lane runs the whole L2L (the parent's coefficients streamed, the child's in
 //          registers); order 8: lanes split the output coefficients
 //   l2p    lanes split the leaf's points (each holds the whole local expansion)
-//   p2p    lanes split the leaf's points, copied over the idle lanes, each copy taking a share
-//          of the source points
+//   p2p    lanes split the part's points (task_dag: a leaf's points, or a part of them), copied
+//          over the idle lanes, each copy taking a share of the source points
 //
 // Data that other tasks of the same run wrote (multipoles, locals, the fields p2p stored) is read
 // with __ldcg: the scheduler's acquire orders it, but a lane that did not perform the acquire
@@ -275,7 +275,8 @@ struct gpu_tasks {
     }
   }
 
-  // A leaf of n points on G lanes: c = G / n copies of the leaf's points (c = 1 from n > G / 2),
+  // p2p task p2p_begin + i, over its part of a leaf's points (task_dag.hpp), G points a round.
+  // A round of n points on G lanes: c = G / n copies of its points (c = 1 from n > G / 2),
   // copy q taking every c-th source point; the copies' partial fields are then added in copy
   // order over shuffles. Leaves hold about 9 points on average at 32 a leaf (Plummer), so a lane
   // per point left more than two thirds of the warp idle.
@@ -285,11 +286,14 @@ struct gpu_tasks {
   // the lanes then hand round by shuffles. Read leaf by leaf, as before, every source leaf cost
   // three dependent loads and its few points a short loop with little in flight: a P2P task of a
   // few hundred source leaves waited on memory most of its time, and one heavy leaf could hold
-  // its warp for a whole phase. The target leaf itself (the one source whose points include the
-  // lane's own, which weighs nothing) is run last, point by point.
+  // its warp for a whole phase (task_dag's p2p parts cut such leaves). The target leaf itself (the
+  // one source whose points include the lane's own, which weighs nothing) is run last, point by
+  // point.
   template <int G>
-  __device__ __noinline__ void p2p_leaf(std::int32_t leaf, const lane_group<G>& g) const {
-    const std::int32_t begin = d.point_begin[leaf], end = begin + d.point_count[leaf];
+  __device__ __noinline__ void p2p_part(std::int32_t i, const lane_group<G>& g) const {
+    std::int32_t leaf = 0, begin = 0, end = 0;
+    d.p2p_part(i, leaf, begin, end);
+    const std::int32_t leaf_begin = d.point_begin[leaf], leaf_end = leaf_begin + d.point_count[leaf];
     const std::int32_t first = d.p2p_offset[leaf], last = d.p2p_offset[leaf + 1];
     const float eps2 = d.eps2;
     for (std::int32_t base = begin; base < end; base += G) {
@@ -347,7 +351,7 @@ struct gpu_tasks {
         }
       }
       if (self && active)
-        for (std::int32_t i = begin + copy; i < end; i += copies) add(d.points[i], i != j);
+        for (std::int32_t k = leaf_begin + copy; k < leaf_end; k += copies) add(d.points[k], k != j);
       // Copy 0's lanes add the other copies' partials in copy order. The shuffles read ax .. phi,
       // which no lane changes here: summing into them in place would hand the next round a lane
       // that already added an earlier copy, counting copy c >= 1 2^(copies-1-c) times (a leaf of
@@ -370,7 +374,7 @@ struct gpu_tasks {
     else if constexpr (K == task_kind::m2l) m2l_into(n, g);
     else if constexpr (K == task_kind::down) down(n, g);
     else if constexpr (K == task_kind::l2p) l2p_leaf(n, g);
-    else p2p_leaf(n, g);
+    else p2p_part(n, g);  // n: the p2p task's index, not a node
   }
 };
 
@@ -402,21 +406,22 @@ struct dag_ops {
       case task_kind::m2l: tasks.m2l_into(n, g); break;
       case task_kind::down: tasks.down(n, g); break;
       case task_kind::l2p: tasks.l2p_leaf(n, g); break;
-      case task_kind::p2p: tasks.p2p_leaf(n, g); break;
+      case task_kind::p2p: tasks.p2p_part(t - tasks.d.ranges.p2p_begin, g); break;
     }
     tasks.clock_stop(kind, start, g);
   }
 };
 static_assert(std::is_trivially_copyable_v<dag_ops<4>>);
 
-// The baseline's kernel: one kind over a list of nodes, a warp per node (blocks of 128 threads).
+// The baseline's kernel: one kind over a list of nodes, a warp per node (blocks of 128 threads);
+// P2P over the p2p tasks' indices (nodes unused).
 template <int P, task_kind K>
 __global__ void phase_kernel(gpu_tasks<P> tasks, const std::int32_t* nodes, std::int32_t count) {
   const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (warp >= count) return;  // the whole warp leaves together: no shuffle below misses a lane
   const lane_group<32> g = lane_group<32>::here();
   const long long start = tasks.clock_start();
-  tasks.template run<K>(nodes[warp], g);
+  tasks.template run<K>(K == task_kind::p2p ? static_cast<std::int32_t>(warp) : nodes[warp], g);
   tasks.clock_stop(K, start, g);
 }
 
