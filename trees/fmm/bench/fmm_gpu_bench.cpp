@@ -485,6 +485,66 @@ int run_size(const options& o, std::size_t n) {
     std::printf("DAG run with clocks %.1f us: its warps' cycles %.2f G, in task bodies %.2f G (%.0f%%)\n", 1000.0 * dag_ms,
                 warp_cycles / 1e9, dag_body / 1e9, 100.0 * dag_body / warp_cycles);
   }
+  {
+    // The DAG's timeline: each task's body start and end (global timer) in one run. A task is
+    // ready when its last predecessor ends (a source: when the first body starts); what it waited
+    // is its start minus that. The chain of last predecessors back from the last task to end is
+    // the run's realised critical path: its bodies against its waits say whether the run is
+    // bounded by work on that chain or by the scheduler's hand-overs.
+    fmm.set_task_timeline(true);
+    fmm.enqueue_dag(stream);
+    finish(variants[0]);
+    const std::vector<unsigned long long> tl = fmm.read_task_timeline();
+    fmm.set_task_timeline(false);
+    const canopy::task_graph& g = fmm.dag().graph;
+    const auto tasks = static_cast<std::size_t>(g.task_count());
+    if (tl.size() == 2 * tasks && tasks > 0) {
+      const auto start = [&](std::size_t t) { return double(tl[2 * t]); };
+      const auto end = [&](std::size_t t) { return double(tl[2 * t + 1]); };
+      double t0 = start(0), t1 = end(0), body = 0;
+      std::size_t last = 0;
+      for (std::size_t t = 0; t < tasks; ++t) {
+        t0 = std::min(t0, start(t));
+        if (end(t) > t1) {
+          t1 = end(t);
+          last = t;
+        }
+        body += end(t) - start(t);
+      }
+      std::vector<double> ready(tasks, t0);
+      std::vector<std::size_t> made_ready(tasks, tasks);  // the predecessor that ended last (none: a source)
+      for (std::size_t t = 0; t < tasks; ++t) {
+        for (std::int32_t k = g.pred_offsets()[t]; k < g.pred_offsets()[t + 1]; ++k) {
+          const auto p = static_cast<std::size_t>(g.predecessors()[static_cast<std::size_t>(k)]);
+          if (made_ready[t] == tasks || end(p) > end(made_ready[t])) made_ready[t] = p;
+        }
+        if (made_ready[t] != tasks) ready[t] = end(made_ready[t]);
+      }
+      const char* kinds[] = {"up", "m2l", "down", "l2p", "p2p"};
+      std::vector<double> waits[5];
+      for (std::size_t t = 0; t < tasks; ++t)
+        waits[static_cast<int>(dag.ranges.kind_of(static_cast<std::int32_t>(t)))].push_back((start(t) - ready[t]) / 1e3);
+      std::printf("DAG timeline: span %.1f us from the first body's start; bodies %.1f ms of warp time; wait from ready to start, us "
+                  "(median / p90 / max):",
+                  (t1 - t0) / 1e3, body / 1e6);
+      for (int k = 0; k < 5; ++k)
+        std::printf(" %s %.1f / %.1f / %.1f%s", kinds[k], percentile(waits[k], 50), percentile(waits[k], 90), percentile(waits[k], 100),
+                    k < 4 ? ";" : "\n");
+      double chain_body = 0, chain_wait = 0;
+      int hops = 0, chain_kinds[5] = {};
+      for (std::size_t t = last;; t = made_ready[t]) {
+        chain_body += end(t) - start(t);
+        chain_wait += start(t) - ready[t];
+        ++hops;
+        ++chain_kinds[static_cast<int>(dag.ranges.kind_of(static_cast<std::int32_t>(t)))];
+        if (made_ready[t] == tasks) break;
+      }
+      std::printf("DAG critical chain (last predecessors back from the last task): %d tasks (up %d, m2l %d, down %d, l2p %d, "
+                  "p2p %d), bodies %.1f us, waits %.1f us\n",
+                  hops, chain_kinds[0], chain_kinds[1], chain_kinds[2], chain_kinds[3], chain_kinds[4], chain_body / 1e3,
+                  chain_wait / 1e3);
+    }
+  }
 
   // Accuracy against direct summation (double, every point as a source) on the sample.
   fmm.enqueue_dag(stream);

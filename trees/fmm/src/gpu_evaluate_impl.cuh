@@ -180,6 +180,22 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
       tasks_.clocks = nullptr;
     }
   }
+  void set_task_timeline(bool on) override {
+    if (on) {
+      if (timeline_.size() == 0) timeline_ = device_buffer<unsigned long long>(2 * static_cast<std::size_t>(std::max(ranges_.end, 1)));
+      CANOPY_CUDA_TRY(cudaMemset(timeline_.data(), 0, timeline_.bytes()));
+      tasks_.timeline = timeline_.data();
+    } else {
+      tasks_.timeline = nullptr;
+    }
+  }
+  std::vector<unsigned long long> read_task_timeline() override {
+    if (timeline_.size() == 0) return {};
+    CANOPY_CUDA_TRY(cudaDeviceSynchronize());
+    std::vector<unsigned long long> v = timeline_.download();
+    v.resize(2 * static_cast<std::size_t>(ranges_.end));
+    return v;
+  }
   task_clocks read_task_clocks() override {
     task_clocks c;
     if (clocks_.size() == 0) return c;
@@ -367,6 +383,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
                      *internal_node_ptr_ = nullptr;
   gpu_tasks<P> tasks_{};
   device_buffer<unsigned long long> clocks_;  // set_task_clocks' counts
+  device_buffer<unsigned long long> timeline_;  // set_task_timeline's times
   std::optional<canopy::gpu_scheduler> sched_;
   mutable graph_exec serial_, branch_;  // captured on first use (level_graph)
   mutable int serial_kernels_ = 0, branch_kernels_ = 0;

@@ -84,6 +84,8 @@ class gpu_evaluator_base {
   virtual level_phase_times time_level_phases(cudaStream_t stream) = 0;
   virtual void set_task_clocks(bool on) = 0;
   virtual task_clocks read_task_clocks() = 0;
+  virtual void set_task_timeline(bool on) = 0;
+  virtual std::vector<unsigned long long> read_task_timeline() = 0;
   virtual canopy::run_result last_dag_result() const = 0;
   virtual std::vector<field<float>> fields() const = 0;
   virtual const field<float>* device_fields() const = 0;
@@ -142,6 +144,13 @@ class gpu_evaluator {
   void set_task_clocks(bool on) { impl_->set_task_clocks(on); }
   /// The counts since set_task_clocks(true) (synchronous).
   task_clocks read_task_clocks() { return impl_->read_task_clocks(); }
+  /// Records, in the DAG runs that follow until set_task_timeline(false), when each task's body
+  /// began and ended (the device's global timer, ns; its first lane). A diagnostic: what a task
+  /// waited for between its last predecessor's end and its start (the bench's "timeline").
+  void set_task_timeline(bool on) { impl_->set_task_timeline(on); }
+  /// The last recorded run's times: [2 t] the start and [2 t + 1] the end of task t's body
+  /// (synchronous; empty before set_task_timeline(true)).
+  std::vector<unsigned long long> read_task_timeline() { return impl_->read_task_timeline(); }
   /// After synchronising the stream of the last enqueue_dag: its result (a timeout or error of
   /// the scheduler; the level graph's errors are the stream's, seen by the synchronisation).
   canopy::run_result last_dag_result() const { return impl_->last_dag_result(); }

@@ -49,6 +49,13 @@ __device__ __forceinline__ E load_written(const E& src) {
   return out;
 }
 
+// The device's global timer, ns (the task timeline's clock: one for every SM).
+__device__ __forceinline__ unsigned long long global_time_ns() {
+  unsigned long long t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // The inclusive prefix sum of `v` over the group's ranks (Hillis-Steele over shuffles).
 template <int G>
 __device__ __forceinline__ std::int32_t group_inclusive_sum(const lane_group<G>& g, std::int32_t v) {
@@ -103,6 +110,9 @@ struct gpu_tasks {
   // took (lane 0's clock64 around the body, the group converged after it), how many ran and the
   // longest one (three slots a kind); null: not counted.
   unsigned long long* clocks = nullptr;
+  // The DAG's timeline (gpu_evaluator::set_task_timeline): per task, the global timer (ns) when
+  // its body began and ended, [2 t] and [2 t + 1]; null: not recorded.
+  unsigned long long* timeline = nullptr;
 
   __device__ __forceinline__ long long clock_start() const { return clocks != nullptr ? clock64() : 0; }
   template <int G>
@@ -400,6 +410,7 @@ struct dag_ops {
   __device__ void operator()(task_id t, const lane_group<G>& g) const {
     const std::int32_t n = tasks.d.node_of(t);
     const task_kind kind = tasks.d.ranges.kind_of(t);
+    if (tasks.timeline != nullptr && g.rank == 0) tasks.timeline[2 * static_cast<std::int64_t>(t)] = global_time_ns();
     const long long start = tasks.clock_start();
     switch (kind) {
       case task_kind::up: tasks.up(n, g); break;
@@ -409,6 +420,10 @@ struct dag_ops {
       case task_kind::p2p: tasks.p2p_part(t - tasks.d.ranges.p2p_begin, g); break;
     }
     tasks.clock_stop(kind, start, g);
+    if (tasks.timeline != nullptr) {
+      g.sync();
+      if (g.rank == 0) tasks.timeline[2 * static_cast<std::int64_t>(t) + 1] = global_time_ns();
+    }
   }
 };
 static_assert(std::is_trivially_copyable_v<dag_ops<4>>);
