@@ -532,17 +532,24 @@ int run_size(const options& o, std::size_t n) {
                     k < 4 ? ";" : "\n");
       double chain_body = 0, chain_wait = 0;
       int hops = 0, chain_kinds[5] = {};
+      std::string chain;  // first task first: kind (wait + body, us)
       for (std::size_t t = last;; t = made_ready[t]) {
         chain_body += end(t) - start(t);
         chain_wait += start(t) - ready[t];
         ++hops;
-        ++chain_kinds[static_cast<int>(dag.ranges.kind_of(static_cast<std::int32_t>(t)))];
+        const int kind = static_cast<int>(dag.ranges.kind_of(static_cast<std::int32_t>(t)));
+        ++chain_kinds[kind];
+        char hop[96];
+        std::snprintf(hop, sizeof hop, "%s%s (%.1f + %.1f)", made_ready[t] == tasks ? "" : " <- ", kinds[kind],
+                      (start(t) - ready[t]) / 1e3, (end(t) - start(t)) / 1e3);
+        chain = hop + chain;
         if (made_ready[t] == tasks) break;
       }
       std::printf("DAG critical chain (last predecessors back from the last task): %d tasks (up %d, m2l %d, down %d, l2p %d, "
                   "p2p %d), bodies %.1f us, waits %.1f us\n",
                   hops, chain_kinds[0], chain_kinds[1], chain_kinds[2], chain_kinds[3], chain_kinds[4], chain_body / 1e3,
                   chain_wait / 1e3);
+      std::printf("DAG critical chain, first task first, kind (wait + body, us):%s\n", chain.c_str());
     }
   }
 
