@@ -158,6 +158,8 @@ __device__ pair_action decide(const trees::octree_ref& t, const cell_geometry* g
 // its buffer's capacity is counted but not written, and the host runs the level again with larger
 // buffers (build_interaction_lists).
 constexpr int traverse_threads = 256;
+static_assert(traverse_threads <= 0xffff && std::uint64_t{traverse_threads} * 64 < (std::uint64_t{1} << 32),
+              "traverse_level_kernel's packed counts: a block's m2l and p2p counts fit 16 bits, its children 32");
 
 __global__ void __launch_bounds__(traverse_threads)
     traverse_level_kernel(trees::octree_ref t, const cell_geometry* g, double theta, const int2* pairs, std::int32_t count,

@@ -28,10 +28,12 @@
 // few leaves (a large leaf beside a dense region: on a Plummer sphere of 64k points, one leaf
 // with 17 times the mean) make single tasks that hold one warp for the length of a whole phase.
 // dag_shape::p2p_part_interactions splits a leaf whose cost exceeds it into parts of its points
-// (p2p_parts below), each with the whole source list: every point's sum is the same as unsplit,
-// in the same order. Sources are claimed in id order (task_graph's sources are
-// sorted), so the leaves' up tasks, which start the critical path (up, m2l, down, l2p), come
-// before the p2p tasks, which only fill.
+// (p2p_parts below), each with the whole source list, so every point sums the same sources in
+// the same order: task_ops' serial bodies give the same bits as unsplit; the GPU's spread a
+// part's points over the warp's lanes by the part's size, so there the sums change by rounding.
+//
+// Sources are claimed in id order (task_graph's sources are sorted), so the leaves' up tasks,
+// which start the critical path (up, m2l, down, l2p), come before the p2p tasks, which only fill.
 //
 // Nodes whose local expansion would be zero get no down task and their leaves no l2p: the far
 // field of a point is then exactly zero and p2p's store is its whole field.
@@ -123,7 +125,8 @@ struct dag_shape {
 // target leaf's own included), and where part q of k starts, relative to the leaf's first point.
 CANOPY_HD inline std::int32_t p2p_parts(std::int32_t points, std::int64_t source_points, std::int64_t part_interactions) {
   if (part_interactions <= 0 || points <= 1) return 1;
-  const std::int64_t k = (std::int64_t{points} * source_points + part_interactions - 1) / part_interactions;
+  const std::int64_t cost = std::int64_t{points} * source_points;  // < 2^62: both below 2^31
+  const std::int64_t k = cost <= 0 ? 1 : (cost - 1) / part_interactions + 1;  // ceil, for any part_interactions
   return static_cast<std::int32_t>(k < 1 ? 1 : k > points ? points : k);
 }
 CANOPY_HD inline std::int32_t p2p_part_begin(std::int32_t points, std::int32_t parts, std::int32_t q) {

@@ -345,10 +345,10 @@ struct gpu_tasks {
           int r = 0;
           for (int step = G / 2; step > 0; step /= 2)
             if (g.from_lane(incl, r + step - 1) <= u) r += step;
-          const std::int32_t leaf_begin = g.from_lane(lane_begin, r), leaf_end_flat = g.from_lane(incl, r),
-                             leaf_count = g.from_lane(lane_count, r);
+          const std::int32_t source_begin = g.from_lane(lane_begin, r), source_end_flat = g.from_lane(incl, r),
+                             source_count = g.from_lane(lane_count, r);
           trees::point mine{0.f, 0.f, 0.f, 0.f};
-          if (u < total) mine = d.points[leaf_begin + (u - (leaf_end_flat - leaf_count))];
+          if (u < total) mine = d.points[source_begin + (u - (source_end_flat - source_count))];
           const int in_tile = static_cast<int>(total - tile < G ? total - tile : G);
 #pragma unroll 4
           for (int v = 0; v < steps; ++v) {
