@@ -136,8 +136,9 @@ __device__ std::uint64_t pair_key(std::int32_t a, std::int32_t b, int shift) {
   return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << shift) | static_cast<std::uint32_t>(b);
 }
 
-// The bits of pair_key's source field for a tree of `nodes` nodes.
-int pair_key_shift(std::int32_t nodes) { return std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint32_t>(nodes)))); }
+// The bits that hold any value in [0, n] (at least one): pair_key's source field and row range for a
+// tree of n nodes, and the transposed M2L keys' (a node id, or n for a dropped wait).
+int id_bits(std::int32_t n) { return std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint32_t>(n)))); }
 
 // build_interaction_lists' decision for one pair, in the host's order of tests.
 __device__ pair_action decide(const trees::octree_ref& t, const cell_geometry* g, std::int32_t a, std::int32_t b, double theta) {
@@ -237,7 +238,7 @@ std::pair<device_buffer<std::int32_t>, device_buffer<std::int32_t>> keys_to_csr(
   if (count > 0) {
     device_buffer<std::uint64_t> alternate(static_cast<std::size_t>(count));
     cub::DoubleBuffer<std::uint64_t> db(keys.data(), alternate.data());
-    const int end_bit = shift + std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint32_t>(rows))));
+    const int end_bit = shift + id_bits(rows);
     std::size_t bytes = 0;
     CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, bytes, db, count, 0, end_bit, stream));
     CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortKeys(scratch.reserve(bytes), bytes, db, count, 0, end_bit, stream));
@@ -512,7 +513,7 @@ device_interaction_lists build_interaction_lists(const trees::built_device_octre
     throw std::invalid_argument("build_interaction_lists: geometry has " + std::to_string(geometry.size()) +
                                 " cells for a tree of " + std::to_string(nodes) + " nodes");
   cub_scratch scratch;
-  const int shift = pair_key_shift(nodes);
+  const int shift = id_bits(nodes);
   device_buffer<int2> frontier, next;
   device_buffer<std::uint64_t> m2l_keys, p2p_keys;
   device_buffer<unsigned long long> cursor(3);
@@ -710,7 +711,7 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
         r, nodes, t.parent, shape.m2l_wait_levels, d.m2l_target.data(), lists.m2l_offset.data(), lists.m2l_source.data(),
         keys.data(), values.data(), m2l_deps.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
-    const int end_bit = std::max(1, static_cast<int>(std::bit_width(static_cast<std::uint32_t>(nodes))));
+    const int end_bit = id_bits(nodes);
     std::size_t bytes = 0;
     CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, sorted_keys, sorted_values, lists.m2l_count, 0, end_bit, stream));
     CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(scratch.reserve(bytes), bytes, sorted_keys, sorted_values, lists.m2l_count, 0,
