@@ -3,6 +3,7 @@
 // interleaving, thread count and capacity (capacities around the 32-lane and power-of-two edges).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -100,6 +101,62 @@ TEST_P(RingQueueConcurrent, EveryItemPoppedExactlyOnce) {
 
 INSTANTIATE_TEST_SUITE_P(ThreadsByCapacity, RingQueueConcurrent,
                          ::testing::Combine(::testing::Values(2, 3, 4, 8), ::testing::Values(1, 2, 3, 31, 32, 33)));
+
+// try_push in its three steps, as the GPU's lane groups push a burst (reserve_push by one lane,
+// fill by every lane in any order, publish after them): producers fill their tickets last first,
+// and half of each burst from another thread, while consumers pop; every item is still popped
+// exactly once, and the ring ends empty with all its space back.
+TEST(RingQueue, SplitPushFilledOutOfOrderAndByOtherThreads) {
+  for (const int capacity : {1, 3, 32}) {
+    constexpr int producers = 3, per_producer = 200;
+    const int total = producers * per_producer;
+    owned_ring q(capacity);
+    const ring r = q.ref();
+    std::vector<std::atomic<int>> seen(static_cast<std::size_t>(total));
+    std::atomic<int> popped{0};
+    std::vector<std::thread> pool;
+    for (int w = 0; w < producers; ++w) {
+      pool.emplace_back([&, w] {
+        int next = w * per_producer;
+        const int end = next + per_producer;
+        int want = 1 + w;
+        while (next < end) {
+          std::uint64_t first = 0;
+          const int k = r.reserve_push(std::min(want, end - next), &first);
+          if (k > 0) {
+            const int half = k / 2;
+            // The first half by a helper (another lane), the rest here, last ticket first.
+            std::thread helper;
+            if (half > 0)
+              helper = std::thread([&] {
+                for (int i = 0; i < half; ++i) r.fill(first + static_cast<std::uint64_t>(i), next + i);
+              });
+            for (int i = k - 1; i >= half; --i) r.fill(first + static_cast<std::uint64_t>(i), next + i);
+            if (helper.joinable()) helper.join();
+            r.publish(k);
+            next += k;
+          } else {
+            std::this_thread::yield();  // full: let the consumer run
+          }
+          want = want % 5 + 1;
+        }
+      });
+    }
+    pool.emplace_back([&] {
+      canopy::task_id buf[4];
+      while (popped.load() < total) {
+        const int got = r.try_pop(buf, 4);
+        if (got == 0) std::this_thread::yield();
+        for (int i = 0; i < got; ++i) seen[static_cast<std::size_t>(buf[i])].fetch_add(1);
+        popped.fetch_add(got);
+      }
+    });
+    for (auto& t : pool) t.join();
+    for (int i = 0; i < total; ++i) ASSERT_EQ(seen[static_cast<std::size_t>(i)].load(), 1) << "item " << i << ", capacity " << capacity;
+    EXPECT_EQ(q.header.items, 0);
+    EXPECT_EQ(q.header.space, capacity);
+  }
+}
 
 TEST(LocalRing, WrapsAndReportsFullEmpty) {
   canopy::task_id storage[3];

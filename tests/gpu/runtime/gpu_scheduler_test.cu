@@ -92,6 +92,21 @@ canopy::task_graph mesh_dag(int layers, int width) {
   return canopy::task_graph::from_edges(layers * width, edges);
 }
 
+// Two hubs of `fan` successors each, the second hub waiting for the whole first fan: wider than
+// the 32 G successors a group resolves in one window (resolve_dag_successors in block_loop.cuh),
+// so a climbing group resolves several windows and pushes a burst from each, spread over shared
+// queues and the global queue; every fan task has one predecessor, so each arrival makes one ready.
+canopy::task_graph wide_fan_dag(int fan) {
+  std::vector<std::pair<task_id, task_id>> edges;
+  const task_id hub2 = 1 + fan;
+  for (int f = 0; f < fan; ++f) {
+    edges.emplace_back(0, 1 + f);
+    edges.emplace_back(1 + f, hub2);
+    edges.emplace_back(hub2, hub2 + 1 + f);
+  }
+  return canopy::task_graph::from_edges(hub2 + 1 + fan, edges);
+}
+
 template <int G>
 void check_groups(mode m) {
   std::vector<canopy::task_graph> graphs;
@@ -99,6 +114,7 @@ void check_groups(mode m) {
   graphs.push_back(canopy::task_graph::from_edges(5000, canopy::testing::random_dag_edges(5000, 6, 78)));
   graphs.push_back(fan_dag(40));
   graphs.push_back(mesh_dag(30, 13));
+  graphs.push_back(wide_fan_dag(2100));
   const int expect_lanes = canopy::traits_of(m).block_fetch ? G : 1;  // warp-master modes use one lane
   for (const auto& g : graphs) {
     canopy::scheduler_options opt;
@@ -565,6 +581,43 @@ namespace {
 // modes overflow on the tree is the contract's rule (TreeOverflowIsTypedUnlessTheModeNeedsNoQueue):
 // continuation and the mutex mode's list need no queue space; private-queues' warp masters may
 // absorb the parents.
+// A DAG task whose fan-out a group pushes as bursts: with queues of one slot a burst cannot find
+// room, and the run must end typed (queue_overflow, naming a task of the fan), not hang or write
+// past a queue; the same scheduler then runs the graph exactly with queues that hold the fan.
+TEST_F(GpuTest, ABurstThatFindsNoRoomIsATypedOverflow) {
+  const canopy::task_graph g = wide_fan_dag(700);
+  canopy::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
+  canopy::device_buffer<task_id> preds{g.predecessors()};
+  canopy::device_buffer<long long> value{static_cast<std::size_t>(g.task_count())};
+  canopy::device_buffer<int> lanes{static_cast<std::size_t>(g.task_count())};
+  const group_sum_ops<32> op{pred_offsets.data(), preds.data(), value.data(), lanes.data()};
+  const auto expect = canopy::testing::serial_values(g);
+  for (const mode m : {mode::warp_rounds, mode::continuation}) {
+    SCOPED_TRACE(std::string("mode ") + std::string(canopy::to_string(m)));
+    canopy::scheduler_options opt;
+    opt.mode = m;
+    opt.blocks = 2;
+    opt.deadline = std::chrono::seconds(20);
+    opt.private_queue_capacity = opt.shared_queue_capacity = opt.global_queue_capacity = 1;
+    canopy::gpu_scheduler tight(g, opt);
+    value.upload(std::vector<long long>(value.size(), -1));
+    const canopy::run_result r = tight.run(op);
+    ASSERT_FALSE(r.ok()) << "700 tasks made ready at once cannot fit queues of one slot";
+    EXPECT_EQ(r.code, canopy::status::queue_overflow) << r.message;
+    EXPECT_GE(r.task, 1) << r.message;
+    EXPECT_LE(r.task, 700) << "the task that found no room is one of the first fan's: " << r.message;
+    opt.shared_queue_capacity = opt.global_queue_capacity = 1024;
+    canopy::gpu_scheduler roomy(g, opt);
+    for (int rep = 0; rep < 2; ++rep) {
+      value.upload(std::vector<long long>(value.size(), -1));
+      const canopy::run_result ok = roomy.run(op);
+      ASSERT_TRUE(ok.ok()) << "run " << rep << ": " << ok.message;
+      const auto v = value.download();
+      for (task_id t = 0; t < g.task_count(); ++t) ASSERT_EQ(v[t], expect[t]) << "run " << rep << ", task " << t;
+    }
+  }
+}
+
 TEST_F(GpuTest, SameSchedulerAndModeRunExactlyAfterAnOverflowAndItsQueuesEmpty) {
   // canopy::test::two_level_tree(500), as parents: root 0, 500 parents under it, four leaves each.
   std::vector<task_id> wide_parent(1 + 500 + 2000, canopy::no_task);

@@ -319,29 +319,144 @@ __device__ inline void wait_for_stop(const scheduler_ref& r, std::uint64_t start
     if (idle_poll(r, polls, start, idle_start, idle)) return;
 }
 
-/// A ready task that a lane group of run_dag_by_groups does not run itself: to a block's shared
-/// queue picked by the push policy (three tries), else to the global queue; when both are full the
-/// run fails with queue_overflow naming it. `tick`: the lane's own push counter.
-__device__ __forceinline__ void push_ready(const scheduler_ref& r, int worker, std::uint32_t& tick, task_id s) {
-  for (int attempt = 0; attempt < 3; ++attempt) {
+/// Pushes the ready tasks of one lane, a bit each in `ready` (bit k: the successor at
+/// dag.succ[first + k * stride]), for run_dag_by_groups: to shared queues picked by the push policy,
+/// at most `per_queue` a queue (a reservation and a publication each), else to the global queue;
+/// when both are full the run fails with queue_overflow naming the first that found no room.
+/// The caller issued an acq_rel fence after the arrivals that made them ready (fill_after_fence).
+/// `tick`: the lane's own push counter.
+__device__ __forceinline__ void push_ready_bits(const scheduler_ref& r, int worker, std::uint32_t& tick, std::int32_t first,
+                                                std::int32_t stride, unsigned ready, int per_queue) {
+  // Fills the slots of tickets from `ticket` with the next k tasks of `ready` (which it clears),
+  // four slot reads issued together: a lane may push 32 tasks, and one read after the other would
+  // put as many L2 round trips before the continuation.
+  const auto fill = [&](const ring_ref<device_scope>& ring, std::uint64_t ticket, int k) {
+    while (k > 0) {
+      task_id s[4];
+      std::uint64_t t[4];
+      int n = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        s[j] = no_task;
+        if (n < k && ready != 0) {
+          s[j] = r.graph.succ[first + (__ffs(ready) - 1) * stride];
+          t[j] = ticket + static_cast<std::uint64_t>(n++);
+          ready &= ready - 1;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (s[j] != no_task) ring.fill_after_fence(t[j], s[j]);
+      ticket += static_cast<std::uint64_t>(n);
+      k -= n;
+    }
+  };
+  int left = __popc(ready);
+  for (int attempt = 0; left > 0 && attempt < 3;) {
     const int q = pick_shared_queue(r.policy, worker, r.worker_count, tick, attempt,
                                     [&](int i) { return r.shared_ring<device_scope>(i); });
-    if (r.shared_ring<device_scope>(q).try_push(s)) {
-      ++tick;
-      return;
+    const ring_ref<device_scope> ring = r.shared_ring<device_scope>(q);
+    std::uint64_t ticket = 0;
+    const int k = ring.reserve_push(per_queue < left ? per_queue : left, &ticket);
+    if (k == 0) {
+      ++attempt;  // full: the policy's next pick
+      continue;
     }
+    fill(ring, ticket, k);
+    ring.publish(k);
+    left -= k;
+    ++tick;
+    attempt = 0;
   }
+  if (left == 0) return;
   ++tick;
-  if (!r.global_ring<device_scope>().try_push(s)) fail<device_scope>(r, status::queue_overflow, s);
+  const ring_ref<device_scope> global = r.global_ring<device_scope>();
+  std::uint64_t ticket = 0;
+  const int k = global.reserve_push(left, &ticket);
+  if (k > 0) {
+    fill(global, ticket, k);
+    global.publish(k);
+  }
+  if (k < left) fail<device_scope>(r, status::queue_overflow, r.graph.succ[first + (__ffs(ready) - 1) * stride]);
+}
+
+/// The arrivals of a task that lane group `g` ran at its successors dag.succ[b .. e), and the
+/// pushes of those it made ready. Returns, in every lane, the continuation: the first successor (in
+/// successor order) it made ready, which the group runs next with no queue round trip; the others
+/// are pushed (push_ready_bits).
+///
+/// Lane k arrives at successors k, k + G, ... in windows of 32 a lane. In a window a lane issues
+/// its relaxed fetch_subs four at a time after one release fence, then one acq_rel fence if any was
+/// the last (it acquires what the other predecessors released, for the continuation and for the
+/// tasks it pushes, and releases it to their consumers), then pushes all it made ready with a
+/// reservation a queue. Why: an FMM up task is the last source of up to a thousand M2L tasks; each
+/// pushed as it was made ready (a reservation, a ticket, the slot's check, a release store, a
+/// publication) held the group, and with it the continuation (the parent's up task, the run's
+/// critical path), 35 to 455 us a hop on the 64k FMM (bench/RESULTS.md). A task with at most G
+/// successors makes one arrival a lane, arrive()'s acq_rel, and needs no fence unless it pushes.
+template <int G>
+__device__ __forceinline__ task_id resolve_dag_successors(const scheduler_ref& r, int worker, std::uint32_t& tick,
+                                                          const lane_group<G>& g, std::int32_t b, std::int32_t e,
+                                                          int per_queue) {
+  const task_graph_ref& dag = r.graph;
+  constexpr int window = 32 * G;
+  const bool one_each = e - b <= G;
+  if (!one_each) cuda::atomic_thread_fence(cuda::std::memory_order_release, device_scope);
+  task_id next = no_task;
+  for (std::int32_t w = b; w < e; w += window) {
+    const std::int32_t first = w + g.rank;  // this lane's successors: first + k * G, k < 32
+    unsigned ready = 0;
+    if (one_each) {
+      if (first < e && arrive<device_scope>(dag, dag.succ[first])) ready = 1;
+    } else {
+      for (int k0 = 0; k0 < 32 && first + k0 * G < e; k0 += 4) {
+        task_id s[4];
+        std::int32_t reset[4], left[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const std::int32_t i = first + (k0 + j) * G;
+          s[j] = i < e ? dag.succ[i] : no_task;
+          reset[j] = s[j] != no_task ? dag.dependency_count[s[j]] : 0;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          left[j] = s[j] != no_task ? cuda::atomic_ref<std::int32_t, device_scope>(dag.pending[s[j]]).fetch_sub(1, cuda::std::memory_order_relaxed) : 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          if (left[j] != 1) continue;
+          // The last arriver resets the counter for the next run (arrive() says why relaxed).
+          cuda::atomic_ref<std::int32_t, device_scope>(dag.pending[s[j]]).store(reset[j], cuda::std::memory_order_relaxed);
+          ready |= 1u << (k0 + j);
+        }
+      }
+      if (ready != 0) cuda::atomic_thread_fence(cuda::std::memory_order_acq_rel, device_scope);
+    }
+    if (next == no_task) {
+      // The first made ready in successor order: the lowest lane's lowest bit of the lowest k.
+      const int lowest = ready != 0 ? (__ffs(ready) - 1) * G + g.rank : window;
+      const int pick = group_min(g, lowest);
+      if (pick < window) {
+        if (g.rank == pick % G) ready &= ready - 1;
+        next = dag.succ[w + pick];
+      }
+    }
+    if (!g.any(ready != 0)) continue;
+    // A lane that pushes after arrive()'s acq_rel still needs the release before its relaxed fills.
+    if (one_each && ready != 0) cuda::atomic_thread_fence(cuda::std::memory_order_acq_rel, device_scope);
+    if (ready != 0) push_ready_bits(r, worker, tick, first, G, ready, per_queue);
+  }
+  return next;
 }
 
 /// warp_rounds on a DAG (Ops without tree_only, or a graph with successor lists): every lane group
 /// is a worker of its own, and nothing waits at a block barrier. A group takes one task at a time:
 /// its block's statically dealt sources (split over the block's groups), then its own block's
 /// shared queue, the global queue, two other blocks' shared queues (a steal), its claimed sources,
-/// a new claim. It runs the task, resolves the successors with all its lanes (arrive_each: lane k
-/// arrives at successors k, k + G, ...), runs the first one made ready next (continuation, no
-/// queue round trip) and pushes the others (push_ready). The block loop makes every group of a
+/// a new claim. It runs the task, resolves the successors with all its lanes
+/// (resolve_dag_successors: lane k arrives at successors k, k + G, ...), runs the first one made
+/// ready next (continuation, no queue round trip) and pushes the others, at most one group's share
+/// of a block (`groups`) to each shared queue it picks, so that a wide fan-out spreads over several
+/// blocks. The block loop makes every group of a
 /// block wait for the longest task of the block's batch: with the FMM's tasks (from a few thousand
 /// to a few hundred thousand cycles) its warps spent three quarters of the run there
 /// (bench/RESULTS.md). Trees run here too when the Ops do not declare tree_only (a parent per task).
@@ -359,8 +474,7 @@ __device__ void run_dag_by_groups(const Ops& ops, const scheduler_ref& r, int wo
     const std::uint32_t first = static_cast<std::uint32_t>(worker) * chunk;
     static_end = min(min(first + chunk, static_cast<std::uint32_t>(r.static_sources)), total);
     static_next = first + group;
-  }
-  std::uint32_t claimed_next = 0, claimed_end = 0;  // sources claimed from the cursor, not yet run
+  }  std::uint32_t claimed_next = 0, claimed_end = 0;  // sources claimed from the cursor, not yet run
   bool sources_done = false;
   std::uint32_t tick = threadIdx.x;  // spreads the first pushes of a block's lanes over the queues
   task_id t = no_task;
@@ -429,20 +543,15 @@ __device__ void run_dag_by_groups(const Ops& ops, const scheduler_ref& r, int wo
     invoke_task(ops, t, g);
     // Every lane's writes before the arriving lanes' releases.
     g.sync();
-    task_id mine = no_task;
     if (tree) {
+      task_id mine = no_task;
       if (g.rank == 0 && resolve_parent<device_scope>(r.graph, parent, [&](task_id s) { mine = s; }) == 0)
         sink_finished<device_scope>(r);
-    } else {
-      arrive_each<device_scope>(r.graph, succ_begin + g.rank, succ_end, G, [&](task_id s) {
-        if (mine == no_task) mine = s;
-        else push_ready(r, worker, tick, s);
-      });
+      t = g.from_first(mine);
+    } else if constexpr (!tree_only_of<Ops>) {
+      t = resolve_dag_successors(r, worker, tick, g, succ_begin, succ_end, static_cast<int>(groups));
       if (succ_end == succ_begin && g.rank == 0) sink_finished<device_scope>(r);
     }
-    const int leader = g.first_with(mine != no_task);
-    if (mine != no_task && g.rank != leader) push_ready(r, worker, tick, mine);
-    t = leader < 0 ? no_task : g.from_lane(mine, leader);
     // After the acquire of the lane that made `t` ready, the other lanes' reads of its inputs.
     g.sync();
   }

@@ -61,16 +61,56 @@ struct ring_ref {
 
   /// Pushes up to n tasks; returns how many were pushed (the first ones of `tasks`).
   CANOPY_HD int try_push(const task_id* tasks, int n) const {
-    return transfer(header->space, header->tail, header->items, n,
-                    [&](int i, cuda::atomic_ref<std::uint64_t, Scope>& slot, std::uint64_t turn) {
-                      // The slot's previous occupant was reserved by a consumer (space said so); it
-                      // may still be reading it, so wait for it to hand the slot back. Bounded: that
-                      // consumer is running.
-                      wait_for(slot, free_seq(turn));
-                      const std::uint64_t word =
-                          (static_cast<std::uint64_t>(full_seq(turn)) << 32) | static_cast<std::uint32_t>(tasks[i]);
-                      slot.store(word, cuda::std::memory_order_release);  // hand over the task and what led to it
-                    });
+    std::uint64_t first = 0;
+    const int k = reserve_push(n, &first);
+    if (k == 0) return 0;
+    for (int i = 0; i < k; ++i) fill(first + static_cast<std::uint64_t>(i), tasks[i]);
+    publish(k);
+    return k;
+  }
+
+  // try_push in three steps, for the threads of a warp that push one burst together: one thread
+  // reserves room and claims the tickets (reserve_push: one CAS, one fetch_add), every thread
+  // fills some of the claimed slots (fill), and once every fill is done and ordered before it
+  // (a __syncwarp), one thread publishes them (publish). A consumer that reserves an item before
+  // its slot is filled waits for the fill, as it does for a producer that is still writing.
+
+  /// Reserves up to n free slots and claims as many consecutive tickets from *first; returns how
+  /// many (0 when the ring is full).
+  CANOPY_HD int reserve_push(int n, std::uint64_t* first) const {
+    const int k = reserve(header->space, n);
+    if (k > 0)
+      *first = cuda::atomic_ref<std::uint64_t, Scope>(header->tail).fetch_add(static_cast<std::uint64_t>(k), cuda::std::memory_order_relaxed);
+    return k;
+  }
+
+  /// Writes task t to the slot of `ticket` (one that reserve_push claimed), with a release store.
+  CANOPY_HD void fill(std::uint64_t ticket, task_id t) const {
+    const std::uint64_t cap = static_cast<std::uint64_t>(header->capacity);
+    cuda::atomic_ref<std::uint64_t, Scope> slot(slots[ticket % cap]);
+    // The slot's previous occupant was reserved by a consumer (space said so); it may still be
+    // reading it, so wait for it to hand the slot back. Bounded: that consumer is running.
+    wait_for(slot, free_seq(ticket / cap));
+    const std::uint64_t word = (static_cast<std::uint64_t>(full_seq(ticket / cap)) << 32) | static_cast<std::uint32_t>(t);
+    slot.store(word, cuda::std::memory_order_release);  // hand over the task and what led to it
+  }
+
+  /// fill for a caller that already issued a release fence after everything the task's consumer
+  /// must see: the store is relaxed (the fence and a strong store publish what a release store
+  /// would), and the slot is first read relaxed, the acquire spin only if it is not free yet (its
+  /// consumer is still reading: the same location, so no acquire is needed to write after it).
+  CANOPY_HD void fill_after_fence(std::uint64_t ticket, task_id t) const {
+    const std::uint64_t cap = static_cast<std::uint64_t>(header->capacity);
+    cuda::atomic_ref<std::uint64_t, Scope> slot(slots[ticket % cap]);
+    if (static_cast<std::uint32_t>(slot.load(cuda::std::memory_order_relaxed) >> 32) != free_seq(ticket / cap))
+      wait_for(slot, free_seq(ticket / cap));
+    const std::uint64_t word = (static_cast<std::uint64_t>(full_seq(ticket / cap)) << 32) | static_cast<std::uint32_t>(t);
+    slot.store(word, cuda::std::memory_order_relaxed);
+  }
+
+  /// Publishes k filled slots to the consumers (release: whoever reserves them also sees the slots).
+  CANOPY_HD void publish(int k) const {
+    cuda::atomic_ref<std::int32_t, Scope>(header->items).fetch_add(k, cuda::std::memory_order_release);
   }
 
   CANOPY_HD bool try_push(task_id t) const { return try_push(&t, 1) == 1; }
@@ -91,10 +131,10 @@ struct ring_ref {
   CANOPY_HD bool try_pop(task_id& out) const { return try_pop(&out, 1) == 1; }
 
  private:
-  // Moves up to `want` tasks through the ring, pushing or popping: reserves that many units of
-  // `budget` (free slots, items), claims as many consecutive tickets of `cursor` (tail, head),
-  // calls step(i, slot, turn) for the i-th, then hands the k units to `other` (items, free slots):
-  // release, so that whoever reserves them there also sees the slots' words. Returns k.
+  // Moves up to `want` tasks out of the ring (try_pop): reserves that many units of `budget`
+  // (items), claims as many consecutive tickets of `cursor` (head), calls step(i, slot, turn) for
+  // the i-th, then hands the k units to `other` (free slots): release, so that whoever reserves
+  // them there also sees the slots' words. Returns k.
   template <class Step>
   CANOPY_HD int transfer(std::int32_t& budget, std::uint64_t& cursor, std::int32_t& other, int want, Step&& step) const {
     const int k = reserve(budget, want);
