@@ -138,16 +138,19 @@ TEST_F(fmm_device_lists, ListsRejectWhatTheHostRejects) {
 TEST_F(fmm_device_lists, DagEqualsTheHostsTaskForTask) {
   // Every shape (dag_shape::m2l_wait_levels): the sources themselves, and ancestors 1, 2 and 30
   // levels up (merged waits: the device's unique pass against the host's).
+  // With P2P parts of the default size, and of 64 interactions (most leaves cut, parts of fewer
+  // points than a warp's lanes).
   for (const point_set& s : point_sets())
-  for (const int wait_levels : {0, 1, 2, 30}) {
-    SCOPED_TRACE(s.name + ", m2l_wait_levels " + std::to_string(wait_levels));
+  for (const int wait_levels : {0, 1, 2, 30})
+  for (const std::int64_t part : {cf::dag_shape{}.p2p_part_interactions, std::int64_t{64}}) {
+    SCOPED_TRACE(s.name + ", m2l_wait_levels " + std::to_string(wait_levels) + ", p2p_part_interactions " + std::to_string(part));
+    const cf::dag_shape shape{wait_levels, part};
     const built b = build(s.points, s.max_leaf);
     cf::interaction_lists host_lists = cf::build_interaction_lists(b.host, cf::compute_cell_geometry(b.host), 0.5);
     cf::sort_sources(host_lists);
-    const cf::task_dag host = cf::build_task_dag(b.host, host_lists, cf::dag_shape{wait_levels});
+    const cf::task_dag host = cf::build_task_dag(b.host, host_lists, shape);
     const canopy::device_buffer<cf::cell_geometry> geometry = cf::compute_cell_geometry(b.device);
-    const cf::device_task_dag d =
-        cf::build_task_dag(b.device, cf::build_interaction_lists(b.device, geometry, 0.5), nullptr, cf::dag_shape{wait_levels});
+    const cf::device_task_dag d = cf::build_task_dag(b.device, cf::build_interaction_lists(b.device, geometry, 0.5), nullptr, shape);
     const cf::task_dag got = d.download();
     EXPECT_EQ(got.ranges.m2l_begin, host.ranges.m2l_begin);
     EXPECT_EQ(got.ranges.down_begin, host.ranges.down_begin);

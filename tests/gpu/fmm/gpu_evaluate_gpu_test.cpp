@@ -162,6 +162,33 @@ TEST_F(fmm_gpu, EveryModeRunsTheDag) {
   }
 }
 
+// Heavy leaves' P2P cut into parts of a few points (p2p_part_interactions 64: every leaf with
+// sources is cut, most parts hold fewer points than a warp has lanes): the DAG and both level
+// graphs still equal the CPU's evaluation up to rounding, from poisoned memory, so every point is
+// written by exactly the parts that cover it (none lost: a poisoned field is not finite).
+TEST_F(fmm_gpu, SmallP2PPartsEqualTheCpuEvaluation) {
+  const double eps2 = 1e-4;
+  const problem p = make_problem(ct::generate_plummer(20000, 7), 32, 0.5);
+  const auto reference = cf::evaluate<float, 5>(p.tree, p.geometry, p.lists, eps2);
+  const cf::gpu_evaluator whole(5, p.tree, p.geometry, p.lists, eps2, cf::default_scheduler_options(), cf::dag_shape{0, 0});
+  cf::gpu_evaluator parts(5, p.tree, p.geometry, p.lists, eps2, cf::default_scheduler_options(), cf::dag_shape{0, 64});
+  ASSERT_GT(parts.dag().task_count(), whole.dag().task_count() + 10000) << "parts of 64 interactions must cut most leaves";
+  for (int run = 0; run < 2; ++run) {
+    parts.poison();
+    parts.enqueue_dag();
+    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+    const canopy::run_result r = parts.last_dag_result();
+    ASSERT_TRUE(r.ok()) << canopy::to_string(r.code) << ": " << r.message;
+    EXPECT_LE(largest_difference(parts.fields(), reference), rounding_bound) << "task DAG, run " << run;
+  }
+  for (const bool branch : {false, true}) {
+    parts.poison();
+    parts.enqueue_level_graph(nullptr, branch);
+    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+    EXPECT_LE(largest_difference(parts.fields(), reference), rounding_bound) << "level graph (branch " << branch << ")";
+  }
+}
+
 TEST_F(fmm_gpu, DegenerateTrees) {
   // Empty: one empty leaf, two tasks, no field.
   {

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -523,9 +524,12 @@ device_interaction_lists build_interaction_lists(const trees::built_device_octre
     frontier = device_buffer<int2>(std::vector<int2>{int2{0, 0}});
     // First guesses of the lists' lengths (a Plummer sphere at theta 0.5 makes about 320 M2L and
     // 64 P2P pairs a node; pairs grow as theta^-3): too small costs a level run again and a copy.
+    // Capped at 2^31 keys: more pairs than that are refused below ("more than 2^31 - 1 pairs"), so
+    // a larger guess could only fail the allocation where the exact size would have fit.
     const double per_node = 360.0 * std::min(64.0, std::pow(0.5 / theta, 3.0));
-    m2l_keys = device_buffer<std::uint64_t>(static_cast<std::size_t>(per_node * nodes) + 64);
-    p2p_keys = device_buffer<std::uint64_t>(static_cast<std::size_t>(72.0 * nodes) + 64);
+    const double cap = 2147483648.0;
+    m2l_keys = device_buffer<std::uint64_t>(static_cast<std::size_t>(std::min(cap, per_node * nodes + 64)));
+    p2p_keys = device_buffer<std::uint64_t>(static_cast<std::size_t>(std::min(cap, 72.0 * nodes + 64)));
   }
   double growth = 8;  // the last level's next / size: the guess of this level's (too small: the level runs again)
   while (size > 0) {
@@ -682,6 +686,10 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   d.down_level_offset.assign(m.begin() + 4 + static_cast<std::ptrdiff_t>(lv), m.end() - 1);
   const std::int32_t p2p_tasks = m.back();
 
+  // Task ids are int32: refuse more tasks than that rather than wrap the ranges (as build_task_dag).
+  const std::int64_t task_count = static_cast<std::int64_t>(nodes) + m[0] + m[1] + m[3] + p2p_tasks;
+  if (task_count > std::numeric_limits<std::int32_t>::max())
+    throw std::length_error("fmm::build_task_dag (device): " + std::to_string(task_count) + " tasks, more than task ids hold (2^31 - 1)");
   task_ranges& r = d.ranges;
   r.m2l_begin = nodes;
   r.down_begin = r.m2l_begin + m[0];

@@ -132,13 +132,13 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   }
 
   // Each phase alone, between events, every body's clock cycles counted per phase (clock slots
-  // 15 p .. 15 p + 14 for phase p, as gpu_tasks counts them by kind), then the busy fraction of the
+  // [clock_slots p, clock_slots (p + 1)) for phase p, as gpu_tasks counts them by kind), then the busy fraction of the
   // phase's resident warp slots: the body cycles over (time x SM clock x the warps its kernel keeps
   // resident on the whole GPU, cudaOccupancyMaxActiveBlocksPerMultiprocessor).
   level_phase_times time_level_phases(cudaStream_t stream) override {
     level_phase_times t;
     std::array<cuda_event, 7> e;
-    device_buffer<unsigned long long> slots(90);
+    device_buffer<unsigned long long> slots(6 * clock_slots);  // six phases
     slots.fill_bytes(0, stream);
     int kernels = 0, phase = -1;
     std::array<task_kind, 6> kind_of{};
@@ -147,7 +147,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
       for (; phase < p; ++phase) e[static_cast<std::size_t>(phase + 1)].record(stream);  // the phase's start
       kind_of[static_cast<std::size_t>(p)] = decltype(kind)::value;
       resident[static_cast<std::size_t>(p)] = resident_warps<decltype(kind)::value>();
-      launch<decltype(kind)::value>(nodes, count, stream, kernels, slots.data() + 15 * p);
+      launch<decltype(kind)::value>(nodes, count, stream, kernels, slots.data() + clock_slots * p);
       if (p == 1) t.m2m_levels += count > 0;
       if (p == 3) t.l2l_levels += count > 0;
     });
@@ -161,10 +161,11 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     for (std::size_t p = 0; p < 6; ++p) {
       t.ms[p] = static_cast<double>(elapsed_ms(e[p], e[p + 1]));
       const auto k = static_cast<std::size_t>(kind_of[p]);
-      const unsigned long long cycles = c[15 * p + 3 * k];
+      const std::size_t slot = clock_slots * p + clock_slots_per_kind * k;
+      const unsigned long long cycles = c[slot];
       t.clocks.cycles[k] += cycles;
-      t.clocks.tasks[k] += c[15 * p + 3 * k + 1];
-      t.clocks.longest[k] = std::max(t.clocks.longest[k], c[15 * p + 3 * k + 2]);
+      t.clocks.tasks[k] += c[slot + 1];
+      t.clocks.longest[k] = std::max(t.clocks.longest[k], c[slot + 2]);
       const double slot_cycles = t.ms[p] * 1e-3 * khz * 1e3 * sms * resident[p];
       t.busy[p] = slot_cycles > 0 ? static_cast<double>(cycles) / slot_cycles : 0;
     }
@@ -173,7 +174,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
 
   void set_task_clocks(bool on) override {
     if (on) {
-      if (clocks_.size() == 0) clocks_ = device_buffer<unsigned long long>(15);
+      if (clocks_.size() == 0) clocks_ = device_buffer<unsigned long long>(clock_slots);
       CANOPY_CUDA_TRY(cudaMemset(clocks_.data(), 0, clocks_.bytes()));
       tasks_.clocks = clocks_.data();
     } else {
@@ -202,9 +203,10 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     CANOPY_CUDA_TRY(cudaDeviceSynchronize());
     const std::vector<unsigned long long> v = clocks_.download();
     for (int k = 0; k < 5; ++k) {
-      c.cycles[k] = v[static_cast<std::size_t>(3 * k)];
-      c.tasks[k] = v[static_cast<std::size_t>(3 * k + 1)];
-      c.longest[k] = v[static_cast<std::size_t>(3 * k + 2)];
+      const auto slot = static_cast<std::size_t>(clock_slots_per_kind * k);
+      c.cycles[k] = v[slot];
+      c.tasks[k] = v[slot + 1];
+      c.longest[k] = v[slot + 2];
     }
     return c;
   }

@@ -58,6 +58,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -184,6 +185,13 @@ inline task_dag build_task_dag(const trees::octree& tree, const interaction_list
     }
   }
 
+  // Task ids are int32 (canopy::task_id): refuse a DAG with more tasks than that, rather than
+  // wrap the ranges below.
+  const std::int64_t task_count = static_cast<std::int64_t>(nodes) + static_cast<std::int64_t>(d.m2l_target.size()) +
+                                  static_cast<std::int64_t>(d.down_node.size()) + static_cast<std::int64_t>(d.l2p_leaf.size()) +
+                                  static_cast<std::int64_t>(d.p2p_leaf.size());
+  if (task_count > std::numeric_limits<std::int32_t>::max())
+    throw std::length_error("fmm::build_task_dag: " + std::to_string(task_count) + " tasks, more than task ids hold (2^31 - 1)");
   task_ranges& r = d.ranges;
   r.m2l_begin = nodes;
   r.down_begin = r.m2l_begin + static_cast<std::int32_t>(d.m2l_target.size());

@@ -101,6 +101,12 @@ __device__ __forceinline__ void sum_and_store_registers(const lane_group<G>& g, 
   }
 }
 
+// The body clocks' slots (gpu_tasks::clocks): per kind, the cycles its bodies took, how many ran
+// and the longest; one set of every kind's is clock_slots words (the level graph's phase timing
+// keeps one set a phase).
+inline constexpr int clock_slots_per_kind = 3;
+inline constexpr int clock_slots = 5 * clock_slots_per_kind;  // five kinds: task_kind
+
 template <int P>
 struct gpu_tasks {
   using multipole = multipole_expansion<float, P>;
@@ -108,7 +114,7 @@ struct gpu_tasks {
   task_data<float, P> d;
   // Where the time goes (gpu_evaluator::set_task_clocks): per kind, the SM clock cycles its bodies
   // took (lane 0's clock64 around the body, the group converged after it), how many ran and the
-  // longest one (three slots a kind); null: not counted.
+  // longest one (clock_slots_per_kind slots a kind); null: not counted.
   unsigned long long* clocks = nullptr;
   // The DAG's timeline (gpu_evaluator::set_task_timeline): per task, the global timer (ns) when
   // its body began and ended, [2 t] and [2 t + 1]; null: not recorded.
@@ -121,9 +127,10 @@ struct gpu_tasks {
     g.sync();
     if (g.rank == 0) {
       const auto cycles = static_cast<unsigned long long>(clock64() - start);
-      atomicAdd(clocks + 3 * static_cast<int>(k), cycles);
-      atomicAdd(clocks + 3 * static_cast<int>(k) + 1, 1ull);
-      atomicMax(clocks + 3 * static_cast<int>(k) + 2, cycles);
+      unsigned long long* slot = clocks + clock_slots_per_kind * static_cast<int>(k);
+      atomicAdd(slot, cycles);
+      atomicAdd(slot + 1, 1ull);
+      atomicMax(slot + 2, cycles);
     }
   }
 
