@@ -583,7 +583,7 @@ namespace {
 // absorb the parents.
 // A DAG task whose fan-out a group pushes as bursts: with queues of one slot a burst cannot find
 // room, and the run must end typed (queue_overflow, naming a task of the fan), not hang or write
-// past a queue; the same scheduler then runs the graph exactly with queues that hold the fan.
+// past a queue; a scheduler with queues that hold the fan then runs the graph exactly, twice.
 TEST_F(GpuTest, ABurstThatFindsNoRoomIsATypedOverflow) {
   const canopy::task_graph g = wide_fan_dag(700);
   canopy::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};

@@ -320,9 +320,12 @@ __device__ inline void wait_for_stop(const scheduler_ref& r, std::uint64_t start
 }
 
 /// Pushes the ready tasks of one lane, a bit each in `ready` (bit k: the successor at
-/// dag.succ[first + k * stride]), for run_dag_by_groups: to shared queues picked by the push policy,
-/// at most `per_queue` a queue (a reservation and a publication each), else to the global queue;
-/// when both are full the run fails with queue_overflow naming the first that found no room.
+/// dag.succ[first + k * stride]), for run_dag_by_groups: at most `per_queue` a reservation (and a
+/// publication) to the shared queue the push policy picks, a new pick after each (round_robin: the
+/// next block's queue each time; locality the lane's own block's queue until it is full;
+/// least_loaded the emptiest of its own and two sampled); what no shared queue takes in three picks goes to the
+/// global queue; when that is full too the run fails with queue_overflow naming the first task
+/// that found no room.
 /// The caller issued an acq_rel fence after the arrivals that made them ready (fill_after_fence).
 /// `tick`: the lane's own push counter.
 __device__ __forceinline__ void push_ready_bits(const scheduler_ref& r, int worker, std::uint32_t& tick, std::int32_t first,
@@ -454,9 +457,9 @@ __device__ __forceinline__ task_id resolve_dag_successors(const scheduler_ref& r
 /// shared queue, the global queue, two other blocks' shared queues (a steal), its claimed sources,
 /// a new claim. It runs the task, resolves the successors with all its lanes
 /// (resolve_dag_successors: lane k arrives at successors k, k + G, ...), runs the first one made
-/// ready next (continuation, no queue round trip) and pushes the others, at most one group's share
-/// of a block (`groups`) to each shared queue it picks, so that a wide fan-out spreads over several
-/// blocks. The block loop makes every group of a
+/// ready next (continuation, no queue round trip) and pushes the others, at most a block's groups'
+/// worth (`groups`) a reservation, so that under the default round_robin policy a wide fan-out
+/// spreads over several blocks' queues. The block loop makes every group of a
 /// block wait for the longest task of the block's batch: with the FMM's tasks (from a few thousand
 /// to a few hundred thousand cycles) its warps spent three quarters of the run there
 /// (bench/RESULTS.md). Trees run here too when the Ops do not declare tree_only (a parent per task).
@@ -474,7 +477,8 @@ __device__ void run_dag_by_groups(const Ops& ops, const scheduler_ref& r, int wo
     const std::uint32_t first = static_cast<std::uint32_t>(worker) * chunk;
     static_end = min(min(first + chunk, static_cast<std::uint32_t>(r.static_sources)), total);
     static_next = first + group;
-  }  std::uint32_t claimed_next = 0, claimed_end = 0;  // sources claimed from the cursor, not yet run
+  }
+  std::uint32_t claimed_next = 0, claimed_end = 0;  // sources claimed from the cursor, not yet run
   bool sources_done = false;
   std::uint32_t tick = threadIdx.x;  // spreads the first pushes of a block's lanes over the queues
   task_id t = no_task;

@@ -69,11 +69,12 @@ struct ring_ref {
     return k;
   }
 
-  // try_push in three steps, for the threads of a warp that push one burst together: one thread
-  // reserves room and claims the tickets (reserve_push: one CAS, one fetch_add), every thread
-  // fills some of the claimed slots (fill), and once every fill is done and ordered before it
-  // (a __syncwarp), one thread publishes them (publish). A consumer that reserves an item before
-  // its slot is filled waits for the fill, as it does for a producer that is still writing.
+  // try_push in three steps: reserve room and claim the tickets (reserve_push: one CAS, one
+  // fetch_add), fill each claimed slot (fill, or fill_after_fence after a fence of the caller's;
+  // in any order, by any thread the tickets are handed to), then, once every fill is done and
+  // ordered before it, publish them (publish). run_dag_by_groups' lanes push their bursts so, with
+  // one fence for a burst. A consumer that reserves an item before its slot is filled waits for
+  // the fill, as it does for a producer that is still writing.
 
   /// Reserves up to n free slots and claims as many consecutive tickets from *first; returns how
   /// many (0 when the ring is full).
