@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "canopy/gpu_scheduler.cuh"
 #include "canopy/prefetch.cuh"
@@ -154,6 +156,52 @@ TEST_P(GpuSchedulerModes, LaneGroupsRunEachTaskOnceOnEveryLane) {
   check_groups<1>(GetParam());
   check_groups<4>(GetParam());
   check_groups<32>(GetParam());
+}
+
+// scheduler_options::dealt_sources: the first k sources dealt out at the start, the others claimed
+// (one at a time in warp_rounds on a DAG). Every k from none to more than all, on a tree and on
+// DAGs, on one block and a full grid: each task runs once, after its predecessors. k = 1 and
+// k = sources - 1 end the dealt range inside a block's chunk.
+TEST_P(GpuSchedulerModes, EveryDealtSourceCountRunsEachTaskOnce) {
+  const mode m = GetParam();
+  constexpr int G = 4;
+  std::vector<canopy::task_graph> graphs;
+  graphs.push_back(canopy::task_graph::from_parents(canopy::testing::random_tree_parents(20000, 3)));
+  graphs.push_back(canopy::task_graph::from_edges(5000, canopy::testing::random_dag_edges(5000, 6, 78)));
+  graphs.push_back(wide_fan_dag(700));
+  const int expect_lanes = canopy::traits_of(m).block_fetch ? G : 1;
+  for (const auto& g : graphs) {
+    const auto sources = static_cast<std::int32_t>(g.sources().size());
+    canopy::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
+    canopy::device_buffer<task_id> preds{g.predecessors()};
+    canopy::device_buffer<long long> value{static_cast<std::size_t>(g.task_count())};
+    canopy::device_buffer<int> lanes{static_cast<std::size_t>(g.task_count())};
+    const auto expect = canopy::testing::serial_values(g);
+    canopy::scheduler_options opt;
+    opt.mode = m;
+    opt.deadline = std::chrono::seconds(5);
+    const int full = canopy::gpu_scheduler(g, opt).max_blocks<group_sum_ops<G>>(m);
+    for (const std::int32_t dealt : {0, 1, sources / 3, sources - 1, sources, std::numeric_limits<std::int32_t>::max()}) {
+      for (int blocks : {1, full}) {
+        opt.blocks = blocks;
+        opt.dealt_sources = dealt;
+        canopy::gpu_scheduler s(g, opt);
+        value.upload(std::vector<long long>(value.size(), -1));
+        lanes.fill_bytes(0);
+        const auto r = s.run(group_sum_ops<G>{pred_offsets.data(), preds.data(), value.data(), lanes.data()});
+        const std::string what = std::string(canopy::to_string(m)) + " n=" + std::to_string(g.task_count()) +
+                                 " sources=" + std::to_string(sources) + " dealt=" + std::to_string(dealt) +
+                                 " blocks=" + std::to_string(blocks);
+        ASSERT_TRUE(r.ok()) << what << ": " << r.message;
+        const auto v = value.download();
+        const auto l = lanes.download();
+        for (task_id t = 0; t < g.task_count(); ++t) {
+          ASSERT_EQ(l[t], expect_lanes) << what << ": task " << t;
+          ASSERT_EQ(v[t], expect[t]) << what << ": task " << t;
+        }
+      }
+    }
+  }
 }
 
 // group_sum_ops with the optional prefetch hook (canopy/prefetch.cuh): it counts the hints per task

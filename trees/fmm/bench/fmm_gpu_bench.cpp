@@ -6,9 +6,12 @@
 //   canopy_fmm_gpu_bench [--n 65536,1048576] [--order 5] [--theta 0.5] [--eps2 1e-6]
 //                        [--max-leaf 32] [--reps 20] [--sample 1000] [--full-check 200000] [--seed 1]
 //                        [--m2l-wait-levels 0] [--mode warp-rounds] [--blocks 0] [--idle-sleep-ns 0]
-//                        [--p2p-part 16384]
+//                        [--dealt-sources -1] [--p2p-part 16384]
 //                        [--setup-reps 5] [--setup-only 0]
 //
+// --dealt-sources: scheduler_options::dealt_sources for the DAG (-1: the evaluator deals the
+// leaves' up tasks and leaves the p2p tasks to be claimed, longest first; 2147483647: every source
+// dealt at the start, as before that choice).
 // --p2p-part: dag_shape::p2p_part_interactions, the P2P work (points x source points) above which
 // a leaf's P2P is cut into several tasks, in the DAG and the level graph alike (0: one a leaf).
 // --setup-reps: the set-up from the device-built octree, stage by stage (setup_stages below);
@@ -44,6 +47,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -73,6 +77,7 @@ struct options {
   canopy::mode mode = cf::default_scheduler_options().mode;
   int blocks = 0;  // the DAG's grid (scheduler_options::blocks; 0: the scheduler's choice)
   long long idle_sleep_ns = 0;  // scheduler_options::idle_sleep_max (0: automatic)
+  long long dealt_sources = -1;  // scheduler_options::dealt_sources (-1: the leaves' up tasks, gpu_evaluate.hpp)
   int setup_reps = 5;       // the set-up from the device-built octree, timed stage by stage
   bool setup_only = false;  // only that (no host tree, no evaluation): for sizes the CPU check can't afford
 };
@@ -82,6 +87,7 @@ canopy::scheduler_options scheduler_options_of(const options& o) {
   s.mode = o.mode;
   s.blocks = o.blocks;
   s.idle_sleep_max = std::chrono::nanoseconds(o.idle_sleep_ns);
+  s.dealt_sources = static_cast<std::int32_t>(o.dealt_sources);
   return s;
 }
 
@@ -89,7 +95,7 @@ canopy::scheduler_options scheduler_options_of(const options& o) {
   std::fprintf(stderr,
                "canopy_fmm_gpu_bench: %s\nusage: canopy_fmm_gpu_bench [--n N[,N...]] [--order 4|5|6|8] [--theta T] [--eps2 E]\n"
                "       [--max-leaf L] [--reps R] [--sample S] [--full-check N] [--seed S] [--m2l-wait-levels K[,K...]]\n"
-               "       [--mode MODE] [--blocks B] [--idle-sleep-ns S] [--p2p-part I] [--setup-reps R] [--setup-only 0|1]\n",
+               "       [--mode MODE] [--blocks B] [--idle-sleep-ns S] [--dealt-sources D] [--p2p-part I] [--setup-reps R] [--setup-only 0|1]\n",
                why.c_str());
   std::exit(2);
 }
@@ -117,6 +123,7 @@ options parse(int argc, char** argv) {
       else if (a == "--p2p-part") o.p2p_part = std::stoll(v);
       else if (a == "--blocks") o.blocks = std::stoi(v);
       else if (a == "--idle-sleep-ns") o.idle_sleep_ns = std::stoll(v);
+      else if (a == "--dealt-sources") o.dealt_sources = std::stoll(v);
       else if (a == "--setup-only") o.setup_only = std::stoi(v) != 0;
       else if (a == "--mode") {
         const std::optional<canopy::mode> m = canopy::parse_mode(v);
@@ -136,6 +143,8 @@ options parse(int argc, char** argv) {
   if (!cf::gpu_order_supported(o.order)) usage("--order must be 4, 5, 6 or 8");
   if (o.setup_reps < 0) usage("--setup-reps must be >= 0");
   if (o.p2p_part < 0) usage("--p2p-part must be >= 0");
+  if (o.dealt_sources < -1 || o.dealt_sources > std::numeric_limits<std::int32_t>::max())
+    usage("--dealt-sources must be in [-1, 2^31 - 1]");
   if (o.blocks < 0) usage("--blocks must be >= 0");
   if (o.idle_sleep_ns < 0 || o.idle_sleep_ns > 1000000) usage("--idle-sleep-ns must be in [0, 1000000]");
   if (o.reps < 1 || o.sizes.empty()) usage("--reps must be >= 1 and --n must name a size");

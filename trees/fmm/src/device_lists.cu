@@ -303,9 +303,12 @@ __global__ void task_maps_kernel(task_ranges r, const std::int32_t* m2l_target, 
 }
 
 // How many p2p tasks each leaf gets (task_dag.hpp's p2p_parts): a warp per leaf sums its sources'
-// points over its P2P row. part_count by leaf index (tree.leaves' order), parts_of by node.
+// points over its P2P row. part_count by leaf index (tree.leaves' order), parts_of by node; the
+// order key of the leaf's parts (p2p_part_cost, complemented: an ascending sort puts the longest
+// first) and its leaf index, for the sort that numbers the p2p tasks.
 __global__ void p2p_parts_kernel(trees::octree_ref t, const std::int32_t* p2p_offset, const std::int32_t* p2p_source,
-                                 std::int64_t part_interactions, std::int32_t* part_count, std::int32_t* parts_of) {
+                                 std::int64_t part_interactions, std::int32_t* part_count, std::int32_t* parts_of,
+                                 std::uint64_t* order_key, std::int32_t* order_leaf) {
   const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (warp >= t.leaf_count) return;
@@ -317,15 +320,25 @@ __global__ void p2p_parts_kernel(trees::octree_ref t, const std::int32_t* p2p_of
     const std::int32_t parts = p2p_parts(t.point_count[leaf], source_points, part_interactions);
     part_count[warp] = parts;
     parts_of[leaf] = parts;
+    order_key[warp] = ~static_cast<std::uint64_t>(p2p_part_cost(t.point_count[leaf], source_points, parts));
+    order_leaf[warp] = static_cast<std::int32_t>(warp);
   }
 }
 
-// Each leaf's p2p tasks from its first (part_offset, the scan of part_count): leaf and first point.
-__global__ void p2p_tasks_kernel(trees::octree_ref t, const std::int32_t* part_offset, std::int32_t* p2p_leaf,
-                                 std::int32_t* p2p_point) {
+// The part counts in the p2p tasks' order (order[i]: the leaf index with the i-th longest parts).
+__global__ void p2p_ordered_counts_kernel(std::int32_t leaves, const std::int32_t* order, const std::int32_t* part_count,
+                                          std::int32_t* ordered_count) {
+  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < leaves) ordered_count[i] = part_count[order[i]];
+}
+
+// Each leaf's p2p tasks from its first (part_offset, the scan of the ordered counts): leaf and
+// first point, the i-th leaf of `order` at part_offset[i].
+__global__ void p2p_tasks_kernel(trees::octree_ref t, const std::int32_t* order, const std::int32_t* part_offset,
+                                 std::int32_t* p2p_leaf, std::int32_t* p2p_point) {
   const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
   if (i >= t.leaf_count) return;
-  const std::int32_t leaf = t.leaves[i], first = part_offset[i], parts = part_offset[i + 1] - first;
+  const std::int32_t leaf = t.leaves[order[i]], first = part_offset[i], parts = part_offset[i + 1] - first;
   for (std::int32_t q = 0; q < parts; ++q) {
     p2p_leaf[first + q] = leaf;
     p2p_point[first + q] = t.point_begin[leaf] + p2p_part_begin(t.point_count[leaf], parts, q);
@@ -651,17 +664,35 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   d.down_node = device_buffer<std::int32_t>(n_size);
   d.internal_node = device_buffer<std::int32_t>(n_size);
   d.l2p_leaf = device_buffer<std::int32_t>(std::max<std::size_t>(leaves, 1));
-  // The p2p tasks a leaf: counted, scanned into each leaf's first, their total into meta's last.
+  // The p2p tasks a leaf: counted; the leaves ordered longest parts first (a stable radix sort of
+  // the complemented costs, so equal costs keep tree.leaves' order, as the host's stable_sort);
+  // the counts in that order scanned into each leaf's first, their total into meta's last.
   device_buffer<std::int32_t> part_count(leaves + 1), part_offset(leaves + 1), parts_of(n_size);
+  device_buffer<std::uint64_t> order_key(leaves), order_key_alt(leaves);
+  device_buffer<std::int32_t> order(leaves), order_alt(leaves), ordered_count(leaves + 1);
   CANOPY_CUDA_TRY(cudaMemsetAsync(part_count.data(), 0, part_count.bytes(), stream));
+  CANOPY_CUDA_TRY(cudaMemsetAsync(ordered_count.data(), 0, ordered_count.bytes(), stream));
   CANOPY_CUDA_TRY(cudaMemsetAsync(parts_of.data(), 0, parts_of.bytes(), stream));
   p2p_parts_kernel<<<grid_for(std::int64_t{t.leaf_count} * 32), threads, 0, stream>>>(
-      t, lists.p2p_offset.data(), lists.p2p_source.data(), shape.p2p_part_interactions, part_count.data(), parts_of.data());
+      t, lists.p2p_offset.data(), lists.p2p_source.data(), shape.p2p_part_interactions, part_count.data(), parts_of.data(),
+      order_key.data(), order.data());
+  CANOPY_CUDA_TRY(cudaGetLastError());
+  cub::DoubleBuffer<std::uint64_t> sorted_order_key(order_key.data(), order_key_alt.data());
+  cub::DoubleBuffer<std::int32_t> sorted_order(order.data(), order_alt.data());
+  {
+    std::size_t bytes = 0;
+    CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, sorted_order_key, sorted_order, t.leaf_count, 0, 64, stream));
+    CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(scratch.reserve(bytes), bytes, sorted_order_key, sorted_order, t.leaf_count, 0,
+                                                    64, stream));
+  }
+  p2p_ordered_counts_kernel<<<grid_for(t.leaf_count), threads, 0, stream>>>(t.leaf_count, sorted_order.Current(), part_count.data(),
+                                                                             ordered_count.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
   {
     std::size_t bytes = 0;
-    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, part_count.data(), part_offset.data(), t.leaf_count + 1, stream));
-    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(scratch.reserve(bytes), bytes, part_count.data(), part_offset.data(),
+    CANOPY_CUDA_TRY(
+        cub::DeviceScan::ExclusiveSum(nullptr, bytes, ordered_count.data(), part_offset.data(), t.leaf_count + 1, stream));
+    CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(scratch.reserve(bytes), bytes, ordered_count.data(), part_offset.data(),
                                                   t.leaf_count + 1, stream));
   }
   device_buffer<std::int32_t> meta(4 + 2 * (static_cast<std::size_t>(levels) + 1) + 1);
@@ -698,7 +729,8 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   r.end = r.p2p_begin + p2p_tasks;
   d.p2p_leaf = device_buffer<std::int32_t>(static_cast<std::size_t>(std::max(p2p_tasks, 1)));
   d.p2p_point = device_buffer<std::int32_t>(static_cast<std::size_t>(std::max(p2p_tasks, 1)));
-  p2p_tasks_kernel<<<grid_for(t.leaf_count), threads, 0, stream>>>(t, part_offset.data(), d.p2p_leaf.data(), d.p2p_point.data());
+  p2p_tasks_kernel<<<grid_for(t.leaf_count), threads, 0, stream>>>(t, sorted_order.Current(), part_offset.data(), d.p2p_leaf.data(),
+                                                                    d.p2p_point.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
 
   // node -> task maps; the transposed M2L lists.

@@ -45,6 +45,13 @@ __global__ void frames_kernel(std::int32_t nodes, const cell_geometry* g, frame<
   if (n < nodes) f[n] = frame<float>{{float(g[n].center[0]), float(g[n].center[1]), float(g[n].center[2])}, float(g[n].scale)};
 }
 
+// The DAG's sources are the leaves' up tasks, then the p2p tasks longest first (task_dag.hpp):
+// unless the caller chose (dealt_sources >= 0), only the up tasks are dealt out when a run starts.
+inline canopy::scheduler_options dealing_up_tasks(canopy::scheduler_options o, std::int32_t leaves) {
+  if (o.dealt_sources < 0) o.dealt_sources = leaves;
+  return o;
+}
+
 template <int P>
 class gpu_evaluator_impl final : public gpu_evaluator_base {
  public:
@@ -80,7 +87,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
         multipoles_(geometry.size()),
         locals_(geometry.size()),
         fields_(tree.points.size()) {
-    sched_.emplace(dag_->graph, options);
+    sched_.emplace(dag_->graph, dealing_up_tasks(options, static_cast<std::int32_t>(tree.leaves.size())));
     finish(eps2);
   }
 
@@ -121,7 +128,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     const canopy::device_task_graph graph = canopy::device_task_graph::from_trusted_dag(
         d.succ_offset.data(), d.successor.data(), d.task_count(), d.edge_count, d.dependency_count.data(), d.sources.data(),
         d.source_count, d.sink_count, stream);
-    sched_.emplace(graph, options, stream);  // copies the graph and synchronises `stream`
+    sched_.emplace(graph, dealing_up_tasks(options, t.leaf_count), stream);  // copies the graph and synchronises `stream`
     finish(eps2);
   }
 

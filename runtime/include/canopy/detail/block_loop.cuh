@@ -207,10 +207,9 @@ __device__ __forceinline__ void run_tree_by_warps(const Ops& ops, const schedule
   if (lane == 0) {
     // The block's static chunk (as its first fetch would take it), split evenly over its warps.
     const auto warps = static_cast<std::uint32_t>(blockDim.x >> 5);
-    const auto total = static_cast<std::uint32_t>(r.graph.source_count);
     const auto chunk = static_cast<std::uint32_t>(r.source_chunk);
     const std::uint32_t slice = (chunk + warps - 1) / warps;
-    const std::uint32_t block_end = min(static_cast<std::uint32_t>(worker + 1) * chunk, total);
+    const std::uint32_t block_end = min(static_cast<std::uint32_t>(worker + 1) * chunk, r.static_sources);
     const std::uint32_t first = static_cast<std::uint32_t>(worker) * chunk + (threadIdx.x >> 5) * slice;
     const std::uint32_t end = min(first + slice, block_end);
     ws.first = first < end ? first : end;
@@ -454,9 +453,9 @@ __device__ __forceinline__ task_id resolve_dag_successors(const scheduler_ref& r
 /// warp_rounds on a DAG (Ops without tree_only, or a graph with successor lists): every lane group
 /// is a worker of its own, and nothing waits at a block barrier. A group takes one task at a time:
 /// its block's statically dealt sources (split over the block's groups), then its own block's
-/// shared queue, the global queue, two other blocks' shared queues (a steal), its claimed sources,
-/// a new claim. It runs the task, resolves the successors with all its lanes
-/// (resolve_dag_successors: lane k arrives at successors k, k + G, ...), runs the first one made
+/// shared queue, the global queue, another block's shared queue (a steal), a source claimed from
+/// the cursor (scheduler_options::dealt_sources). It runs the task, resolves the successors with
+/// all its lanes (resolve_dag_successors: lane k arrives at successors k, k + G, ...), runs the first one made
 /// ready next (continuation, no queue round trip) and pushes the others, at most a block's groups'
 /// worth (`groups`) a reservation, so that under the default round_robin policy a wide fan-out
 /// spreads over several blocks' queues. The block loop makes every group of a
@@ -478,7 +477,6 @@ __device__ void run_dag_by_groups(const Ops& ops, const scheduler_ref& r, int wo
     static_end = min(min(first + chunk, static_cast<std::uint32_t>(r.static_sources)), total);
     static_next = first + group;
   }
-  std::uint32_t claimed_next = 0, claimed_end = 0;  // sources claimed from the cursor, not yet run
   bool sources_done = false;
   std::uint32_t tick = threadIdx.x;  // spreads the first pushes of a block's lanes over the queues
   task_id t = no_task;
@@ -507,16 +505,13 @@ __device__ void run_dag_by_groups(const Ops& ops, const scheduler_ref& r, int wo
                                                 static_cast<std::uint32_t>(r.worker_count));
             if (r.shared_ring<device_scope>(victim).try_pop(got)) break;
           }
-          if (claimed_next < claimed_end) {
-            got = r.graph.sources[claimed_next++];
-            break;
-          }
           if (!sources_done) {
+            // One source a claim: a group runs one task at a time, and a source it held would wait
+            // behind the queues' tasks while an idle group could run it (sources listed longest
+            // first, as the FMM's p2p tasks are, would lose that order).
             std::uint32_t f = 0;
-            const int n = claim_source_range<device_scope>(r, 4, true, &f);
+            const int n = claim_source_range<device_scope>(r, 1, true, &f);
             if (n > 0) {
-              claimed_next = f + 1;
-              claimed_end = f + static_cast<std::uint32_t>(n);
               got = r.graph.sources[f];
               break;
             }

@@ -34,6 +34,7 @@ inline void check_options(const scheduler_options& o, const char* backend, bool 
   if (o.global_queue_capacity < 0 || o.shared_queue_capacity < 0 || o.private_queue_capacity < 0)
     fail("queue capacities must be >= 0 (0 = default)");
   if (o.deadline.count() <= 0) fail("deadline must be positive");
+  if (o.dealt_sources < -1) fail("dealt sources must be >= 0, or -1 for all, not " + std::to_string(o.dealt_sources));
   if (!gpu && o.blocks > max_cpu_workers)
     fail("at most " + std::to_string(max_cpu_workers) + " worker threads (blocks), not " + std::to_string(o.blocks));
   if (!gpu) return;

@@ -55,12 +55,14 @@ CANOPY_HD batch_view fetch_batch(const scheduler_ref& r, int worker, local_ring*
     if (first && r.static_sources > 0) {
       // The host made source_chunk <= max, so want == source_chunk here and the static ranges
       // tile [0, static_sources).
+      // A short chunk ends the dealt range; the sources after it (dealt_sources) are claimed later.
       b.source_first = static_cast<std::uint32_t>(worker) * static_cast<std::uint32_t>(r.source_chunk);
-      b.sources = sources_from(r, b.source_first, want);
+      b.sources = dealt_from(r, b.source_first, want);
+      sources_done = b.sources < want && r.static_sources >= static_cast<std::uint32_t>(r.graph.source_count);
     } else {
       b.sources = claim_source_range<S>(r, want, !first, &b.source_first);
+      sources_done = b.sources < want;
     }
-    sources_done = b.sources < want;
   }
   if (b.size() < max && !(first && b.size() > 0)) {
     const int room = max - b.size();

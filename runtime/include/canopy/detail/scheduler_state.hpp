@@ -88,7 +88,8 @@ struct scheduler_ref {
   // idle_sleep_max_ns when the caller set the cap by hand.
   std::uint32_t idle_sleep_long_ns;
   // Sources [0, static_sources) are dealt without atomics: worker w takes [w * source_chunk,
-  // +source_chunk) on its first fetch (GPU block modes). The cursor counts the claims after them.
+  // +source_chunk) of them on its first fetch (GPU block modes; dealt_from). The cursor counts the
+  // claims after them. static_sources <= source_count; it may end inside a worker's chunk.
   std::uint32_t static_sources;
   // GPU block modes: the most tasks a block's master fetches at once in this run (run_batch_max);
   // unused by the CPU backend.
@@ -155,6 +156,13 @@ CANOPY_HD inline int sources_from(const scheduler_ref& r, std::uint32_t first, i
   const auto total = static_cast<std::uint32_t>(r.graph.source_count);
   if (first >= total) return 0;
   return static_cast<int>(total - first < static_cast<std::uint32_t>(max) ? total - first : static_cast<std::uint32_t>(max));
+}
+
+/// How many of the dealt sources [first, first + max) exist: sources_from, ending at static_sources.
+CANOPY_HD inline int dealt_from(const scheduler_ref& r, std::uint32_t first, int max) {
+  if (first >= r.static_sources) return 0;
+  const std::uint32_t left = r.static_sources - first;
+  return static_cast<int>(left < static_cast<std::uint32_t>(max) ? left : static_cast<std::uint32_t>(max));
 }
 
 /// Claims up to `max` consecutive sources with one atomic: graph.sources[*first .. *first + n),

@@ -32,8 +32,13 @@
 // the same order: task_ops' serial bodies give the same bits as unsplit; the GPU's spread a
 // part's points over the warp's lanes by the part's size, so there the sums change by rounding.
 //
-// Sources are claimed in id order (task_graph's sources are sorted), so the leaves' up tasks,
-// which start the critical path (up, m2l, down, l2p), come before the p2p tasks, which only fill.
+// The sources are the leaves' up tasks, then the p2p tasks, in id order (task_graph's sources are
+// sorted). The up tasks start the critical path (up, m2l, down, l2p); the p2p tasks only fill, and
+// a late long one ends the run after everything else (the 64k run's last task was a 230 us p2p
+// that started 890 us in, bench/RESULTS.md). So the p2p tasks are numbered longest first
+// (p2p_part_cost), and gpu_evaluator deals only the up tasks out at the start
+// (scheduler_options::dealt_sources): the p2p tasks are claimed, longest first, by warps that find
+// no ready task.
 //
 // Nodes whose local expansion would be zero get no down task and their leaves no l2p: the far
 // field of a point is then exactly zero and p2p's store is its whole field.
@@ -92,8 +97,8 @@ struct task_dag {
   std::vector<std::int32_t> m2l_target;  // m2l task m2l_begin + i runs on node m2l_target[i]
   std::vector<std::int32_t> down_node;   // down task down_begin + i on node down_node[i] (increasing ids)
   std::vector<std::int32_t> l2p_leaf;    // l2p task l2p_begin + i on leaf l2p_leaf[i] (Morton order)
-  std::vector<std::int32_t> p2p_leaf;    // p2p task p2p_begin + i on leaf p2p_leaf[i] (tree.leaves' order, a
-                                         // leaf once per part)
+  std::vector<std::int32_t> p2p_leaf;    // p2p task p2p_begin + i on leaf p2p_leaf[i], a leaf once per part,
+                                         // its parts adjacent, longest first (p2p_part_cost)
   std::vector<std::int32_t> p2p_point;   // its first point: the part is [p2p_point[i], the next part's first
                                          // point if that is of the same leaf, else the leaf's end)
   std::vector<std::uint8_t> has_local;   // per node: its local expansion is not zero (it has a down task)
@@ -133,6 +138,12 @@ CANOPY_HD inline std::int32_t p2p_parts(std::int32_t points, std::int64_t source
 CANOPY_HD inline std::int32_t p2p_part_begin(std::int32_t points, std::int32_t parts, std::int32_t q) {
   return static_cast<std::int32_t>(std::int64_t{points} * q / parts);
 }
+// The cost the DAG orders its p2p tasks by (longest first, header comment): the leaf's largest
+// part's points (p2p_part_begin's parts differ by one point at most) times its sources' points.
+// The same for every part of a leaf, so a leaf's parts stay adjacent.
+CANOPY_HD inline std::int64_t p2p_part_cost(std::int32_t points, std::int64_t source_points, std::int32_t parts) {
+  return (std::int64_t{points} + parts - 1) / parts * source_points;
+}
 
 // The node an m2l task waits for in place of source `s` (parent: the tree's parent array).
 CANOPY_HD inline std::int32_t m2l_wait_node(const std::int32_t* parent, std::int32_t s, int levels) {
@@ -171,14 +182,24 @@ inline task_dag build_task_dag(const trees::octree& tree, const interaction_list
     if (d.has_local[static_cast<std::size_t>(n)]) d.down_node.push_back(n);
   for (const std::int32_t leaf : tree.leaves)
     if (d.has_local[static_cast<std::size_t>(leaf)]) d.l2p_leaf.push_back(leaf);
-  for (const std::int32_t leaf : tree.leaves) {
-    const auto l = static_cast<std::size_t>(leaf);
+  // The p2p tasks, longest first (p2p_part_cost; equal costs in tree.leaves' order).
+  std::vector<std::int64_t> p2p_cost(tree.leaves.size());
+  for (std::size_t i = 0; i < tree.leaves.size(); ++i) {
+    const auto l = static_cast<std::size_t>(tree.leaves[i]);
     std::int64_t source_points = 0;
     for (std::int32_t k = lists.p2p_offset[l]; k < lists.p2p_offset[l + 1]; ++k)
       source_points += tree.point_count[static_cast<std::size_t>(lists.p2p_source[static_cast<std::size_t>(k)])];
-    const std::int32_t points = tree.point_count[l];
-    const std::int32_t parts = p2p_parts(points, source_points, shape.p2p_part_interactions);
+    const std::int32_t parts = p2p_parts(tree.point_count[l], source_points, shape.p2p_part_interactions);
     p2p_part_count[l] = parts;
+    p2p_cost[i] = p2p_part_cost(tree.point_count[l], source_points, parts);
+  }
+  std::vector<std::size_t> p2p_order(tree.leaves.size());
+  for (std::size_t i = 0; i < p2p_order.size(); ++i) p2p_order[i] = i;
+  std::stable_sort(p2p_order.begin(), p2p_order.end(), [&](std::size_t a, std::size_t b) { return p2p_cost[a] > p2p_cost[b]; });
+  for (const std::size_t i : p2p_order) {
+    const std::int32_t leaf = tree.leaves[i];
+    const auto l = static_cast<std::size_t>(leaf);
+    const std::int32_t points = tree.point_count[l], parts = p2p_part_count[l];
     for (std::int32_t q = 0; q < parts; ++q) {
       d.p2p_leaf.push_back(leaf);
       d.p2p_point.push_back(tree.point_begin[l] + p2p_part_begin(points, parts, q));

@@ -32,6 +32,7 @@
 #include <canopy/fmm/kernels.hpp>
 #include <canopy/fmm/task_dag.hpp>
 #include <canopy/fmm/task_ops.hpp>
+#include <canopy/detail/kernel_common.cuh>
 #include <canopy/lane_group.cuh>
 #include <canopy/status.hpp>
 
@@ -47,13 +48,6 @@ __device__ __forceinline__ E load_written(const E& src) {
 #pragma unroll
   for (int i = 0; i < E::size; ++i) out.c[i] = __ldcg(&src.c[i]);
   return out;
-}
-
-// The device's global timer, ns (the task timeline's clock: one for every SM).
-__device__ __forceinline__ unsigned long long global_time_ns() {
-  unsigned long long t = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 // The inclusive prefix sum of `v` over the group's ranks (Hillis-Steele over shuffles).
@@ -417,7 +411,8 @@ struct dag_ops {
   __device__ void operator()(task_id t, const lane_group<G>& g) const {
     const std::int32_t n = tasks.d.node_of(t);
     const task_kind kind = tasks.d.ranges.kind_of(t);
-    if (tasks.timeline != nullptr && g.rank == 0) tasks.timeline[2 * static_cast<std::int64_t>(t)] = global_time_ns();
+    // The timeline's clock is the device's global timer: one for every SM.
+    if (tasks.timeline != nullptr && g.rank == 0) tasks.timeline[2 * static_cast<std::int64_t>(t)] = canopy::detail::global_timer_ns();
     const long long start = tasks.clock_start();
     switch (kind) {
       case task_kind::up: tasks.up(n, g); break;
@@ -429,7 +424,7 @@ struct dag_ops {
     tasks.clock_stop(kind, start, g);
     if (tasks.timeline != nullptr) {
       g.sync();
-      if (g.rank == 0) tasks.timeline[2 * static_cast<std::int64_t>(t) + 1] = global_time_ns();
+      if (g.rank == 0) tasks.timeline[2 * static_cast<std::int64_t>(t) + 1] = canopy::detail::global_timer_ns();
     }
   }
 };
