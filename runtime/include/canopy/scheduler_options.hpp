@@ -38,13 +38,14 @@ struct scheduler_options {
   /// (same Ops bytes, options and grid). The first run of each mode and grid builds the graphs
   /// (detail/graph_launch.cuh).
   bool graph_launch = true;
-  /// GPU block modes: how many of the graph's first sources are dealt out when a run starts, an
-  /// even share to each block (at most a batch each); -1 = all of them (as many as the blocks'
-  /// first batches hold). The rest are claimed in the graph's order by workers that look for work
-  /// (in warp_rounds on a DAG, one at a time and only when no queue has a ready task). A DAG whose
-  /// sources are of two sorts lists the urgent ones first and deals only those: the FMM deals its
-  /// leaves' up tasks, which start its critical path, and leaves its p2p tasks, listed longest
-  /// first, to fill the time the workers would otherwise wait (trees/fmm/.../task_dag.hpp).
+  /// GPU block modes: how many of the graph's first sources are dealt out when a run starts, in
+  /// the chunks a block's first batch takes (the first blocks get them); -1 = all of them (as many
+  /// as the blocks' first batches hold). The rest are claimed in the graph's order by workers that
+  /// look for work; in warp_rounds on a DAG a lane group claims one at a time, and only after its
+  /// own block's queue, the global queue and one steal came back empty. A DAG whose sources are of
+  /// two sorts lists the urgent ones first and deals only those: the FMM deals its leaves' up
+  /// tasks, which start its critical path, and leaves its p2p tasks, listed longest first, to fill
+  /// the time the groups would otherwise wait (trees/fmm/.../task_dag.hpp).
   std::int32_t dealt_sources = -1;
 };
 

@@ -159,9 +159,10 @@ TEST_P(GpuSchedulerModes, LaneGroupsRunEachTaskOnceOnEveryLane) {
 }
 
 // scheduler_options::dealt_sources: the first k sources dealt out at the start, the others claimed
-// (one at a time in warp_rounds on a DAG). Every k from none to more than all, on a tree and on
-// DAGs, on one block and a full grid: each task runs once, after its predecessors. k = 1 and
-// k = sources - 1 end the dealt range inside a block's chunk.
+// (one at a time in warp_rounds on a DAG). Every k from none to more than all, on a tree (also with
+// Ops declaring tree_only, which warp_rounds runs by warps, run_tree_by_warps) and on DAGs, on one
+// block and a full grid: each task runs once, after its predecessors. On a full grid k = sources / 3
+// and sources - 1 end the dealt range inside a block's chunk (for chunks that do not divide them).
 TEST_P(GpuSchedulerModes, EveryDealtSourceCountRunsEachTaskOnce) {
   const mode m = GetParam();
   constexpr int G = 4;
@@ -180,24 +181,29 @@ TEST_P(GpuSchedulerModes, EveryDealtSourceCountRunsEachTaskOnce) {
     canopy::scheduler_options opt;
     opt.mode = m;
     opt.deadline = std::chrono::seconds(5);
-    const int full = canopy::gpu_scheduler(g, opt).max_blocks<group_sum_ops<G>>(m);
+    canopy::gpu_scheduler probe(g, opt);
+    const int full = std::min(probe.max_blocks<group_sum_ops<G>>(m), probe.max_blocks<tree_group_sum_ops<G>>(m));
     for (const std::int32_t dealt : {0, 1, sources / 3, sources - 1, sources, std::numeric_limits<std::int32_t>::max()}) {
       for (int blocks : {1, full}) {
         opt.blocks = blocks;
         opt.dealt_sources = dealt;
         canopy::gpu_scheduler s(g, opt);
-        value.upload(std::vector<long long>(value.size(), -1));
-        lanes.fill_bytes(0);
-        const auto r = s.run(group_sum_ops<G>{pred_offsets.data(), preds.data(), value.data(), lanes.data()});
-        const std::string what = std::string(canopy::to_string(m)) + " n=" + std::to_string(g.task_count()) +
-                                 " sources=" + std::to_string(sources) + " dealt=" + std::to_string(dealt) +
-                                 " blocks=" + std::to_string(blocks);
-        ASSERT_TRUE(r.ok()) << what << ": " << r.message;
-        const auto v = value.download();
-        const auto l = lanes.download();
-        for (task_id t = 0; t < g.task_count(); ++t) {
-          ASSERT_EQ(l[t], expect_lanes) << what << ": task " << t;
-          ASSERT_EQ(v[t], expect[t]) << what << ": task " << t;
+        for (int rep = 0; rep < (g.is_tree() ? 2 : 1); ++rep) {
+          value.upload(std::vector<long long>(value.size(), -1));
+          lanes.fill_bytes(0);
+          const group_sum_ops<G> op{pred_offsets.data(), preds.data(), value.data(), lanes.data()};
+          const bool tree_only = rep == 1;
+          const auto r = tree_only ? s.run(tree_group_sum_ops<G>{op}) : s.run(op);
+          const std::string what = std::string(canopy::to_string(m)) + " n=" + std::to_string(g.task_count()) +
+                                   " sources=" + std::to_string(sources) + " dealt=" + std::to_string(dealt) +
+                                   " blocks=" + std::to_string(blocks) + (tree_only ? " tree_only" : "");
+          ASSERT_TRUE(r.ok()) << what << ": " << r.message;
+          const auto v = value.download();
+          const auto l = lanes.download();
+          for (task_id t = 0; t < g.task_count(); ++t) {
+            ASSERT_EQ(l[t], expect_lanes) << what << ": task " << t;
+            ASSERT_EQ(v[t], expect[t]) << what << ": task " << t;
+          }
         }
       }
     }

@@ -242,13 +242,14 @@ inline const task_graph& gpu_scheduler::host_graph() const {
 inline detail::scheduler_ref gpu_scheduler::make_ref(int grid, int batch_max) const {
   task_graph_ref gr{task_count_,  parent_.data(),  succ_offsets_.data(), succ_.data(), dependency_count_.data(),
                     pending_.data(), sources_.data(), source_count_,        sink_count_};
-  // Spread the dealt sources (options_.dealt_sources, -1 = all) over the whole grid on the first
-  // pass (one chunk per block), but never more than a block's batch holds: the block modes deal
-  // the first chunk of every block statically (static_sources), and a first fetch takes exactly
-  // one chunk. The claims after it take a chunk at a time too.
-  const std::int64_t dealt = options_.dealt_sources < 0 ? gr.source_count : std::min(options_.dealt_sources, gr.source_count);
-  const std::int64_t per_block = (dealt + grid - 1) / grid;
+  // Spread the sources over the whole grid on the first pass (one chunk per block), but never
+  // more than a block's batch holds: the block modes deal the first chunk of every block
+  // statically (static_sources), and a first fetch takes exactly one chunk; later claims take a
+  // chunk at a time too. Only the first options_.dealt_sources (-1 = all) are dealt: the chunks
+  // stop there, and the blocks past them start by claiming.
+  const std::int64_t per_block = (static_cast<std::int64_t>(gr.source_count) + grid - 1) / grid;
   const int chunk = static_cast<int>(std::min<std::int64_t>(std::max<std::int64_t>(per_block, 1), batch_max));  // batch_max <= threads
+  const std::int64_t dealt = options_.dealt_sources < 0 ? gr.source_count : std::min(options_.dealt_sources, gr.source_count);
   const auto static_sources =
       static_cast<std::uint32_t>(traits_of(options_.mode).block_fetch ? std::min<std::int64_t>(std::int64_t{grid} * chunk, dealt) : 0);
   // A cap given by hand (<= 1 ms, checked by the constructor) is the cap however long a block has

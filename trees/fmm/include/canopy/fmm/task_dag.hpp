@@ -38,7 +38,7 @@
 // that started 890 us in, bench/RESULTS.md). So the p2p tasks are numbered longest first
 // (p2p_part_cost), and gpu_evaluator deals only the up tasks out at the start
 // (scheduler_options::dealt_sources): the p2p tasks are claimed, longest first, by warps that find
-// no ready task.
+// their block's queue, the global queue and one steal empty.
 //
 // Nodes whose local expansion would be zero get no down task and their leaves no l2p: the far
 // field of a point is then exactly zero and p2p's store is its whole field.
