@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -97,8 +98,8 @@ void check_structure(const problem& p) {
   ASSERT_EQ(d.ranges.m2l_begin, t.node_count());
   ASSERT_EQ(d.graph.task_count(), d.task_count());
   // The p2p tasks: each leaf's parts adjacent, as many as p2p_parts says, cutting its points into
-  // consecutive ranges that cover them all; the leaves longest parts first (p2p_part_cost), equal
-  // costs in tree.leaves' order.
+  // consecutive ranges that cover them all; the leaves by class of their parts' cost (the bit
+  // width of p2p_part_cost), the longest first, each class in tree.leaves' order.
   ASSERT_EQ(d.p2p_point.size(), d.p2p_leaf.size());
   ASSERT_EQ(d.ranges.end - d.ranges.p2p_begin, static_cast<std::int32_t>(d.p2p_leaf.size()));
   {
@@ -119,7 +120,10 @@ void check_structure(const problem& p) {
     }
     std::vector<std::size_t> order(t.leaves.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
+    const auto width = [](std::int64_t c) { return static_cast<int>(std::bit_width(static_cast<std::uint64_t>(c))); };
+    for (const std::int64_t c : {std::int64_t{0}, std::int64_t{1}, std::int64_t{16383}, std::int64_t{16384}})
+      EXPECT_EQ(cf::p2p_cost_class(c), width(c)) << c;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return width(cost[a]) > width(cost[b]); });
     std::size_t k = 0;
     for (const std::size_t i : order) {
       const std::int32_t leaf = t.leaves[i];

@@ -304,11 +304,11 @@ __global__ void task_maps_kernel(task_ranges r, const std::int32_t* m2l_target, 
 
 // How many p2p tasks each leaf gets (task_dag.hpp's p2p_parts): a warp per leaf sums its sources'
 // points over its P2P row. part_count by leaf index (tree.leaves' order), parts_of by node; the
-// order key of the leaf's parts (p2p_part_cost, complemented: an ascending sort puts the longest
+// order key of the leaf's parts (64 less p2p_cost_class: an ascending sort puts the longest class
 // first) and its leaf index, for the sort that numbers the p2p tasks.
 __global__ void p2p_parts_kernel(trees::octree_ref t, const std::int32_t* p2p_offset, const std::int32_t* p2p_source,
                                  std::int64_t part_interactions, std::int32_t* part_count, std::int32_t* parts_of,
-                                 std::uint64_t* order_key, std::int32_t* order_leaf) {
+                                 std::uint8_t* order_key, std::int32_t* order_leaf) {
   const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   if (warp >= t.leaf_count) return;
@@ -320,7 +320,7 @@ __global__ void p2p_parts_kernel(trees::octree_ref t, const std::int32_t* p2p_of
     const std::int32_t parts = p2p_parts(t.point_count[leaf], source_points, part_interactions);
     part_count[warp] = parts;
     parts_of[leaf] = parts;
-    order_key[warp] = ~static_cast<std::uint64_t>(p2p_part_cost(t.point_count[leaf], source_points, parts));
+    order_key[warp] = static_cast<std::uint8_t>(64 - p2p_cost_class(p2p_part_cost(t.point_count[leaf], source_points, parts)));
     order_leaf[warp] = static_cast<std::int32_t>(warp);
   }
 }
@@ -664,11 +664,11 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   d.down_node = device_buffer<std::int32_t>(n_size);
   d.internal_node = device_buffer<std::int32_t>(n_size);
   d.l2p_leaf = device_buffer<std::int32_t>(std::max<std::size_t>(leaves, 1));
-  // The p2p tasks a leaf: counted; the leaves ordered longest parts first (a stable radix sort of
-  // the complemented costs, so equal costs keep tree.leaves' order, as the host's stable_sort);
+  // The p2p tasks a leaf: counted; the leaves ordered longest class first (a stable radix sort of
+  // 64 less the classes, so a class keeps tree.leaves' order, as the host's stable_sort);
   // the counts in that order scanned into each leaf's first, their total into meta's last.
   device_buffer<std::int32_t> part_count(leaves + 1), part_offset(leaves + 1), parts_of(n_size);
-  device_buffer<std::uint64_t> order_key(leaves), order_key_alt(leaves);
+  device_buffer<std::uint8_t> order_key(leaves), order_key_alt(leaves);
   device_buffer<std::int32_t> order(leaves), order_alt(leaves), ordered_count(leaves + 1);
   CANOPY_CUDA_TRY(cudaMemsetAsync(part_count.data(), 0, part_count.bytes(), stream));
   CANOPY_CUDA_TRY(cudaMemsetAsync(ordered_count.data(), 0, ordered_count.bytes(), stream));
@@ -677,13 +677,13 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
       t, lists.p2p_offset.data(), lists.p2p_source.data(), shape.p2p_part_interactions, part_count.data(), parts_of.data(),
       order_key.data(), order.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
-  cub::DoubleBuffer<std::uint64_t> sorted_order_key(order_key.data(), order_key_alt.data());
+  cub::DoubleBuffer<std::uint8_t> sorted_order_key(order_key.data(), order_key_alt.data());
   cub::DoubleBuffer<std::int32_t> sorted_order(order.data(), order_alt.data());
   {
     std::size_t bytes = 0;
-    CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, sorted_order_key, sorted_order, t.leaf_count, 0, 64, stream));
+    CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, sorted_order_key, sorted_order, t.leaf_count, 0, 8, stream));
     CANOPY_CUDA_TRY(cub::DeviceRadixSort::SortPairs(scratch.reserve(bytes), bytes, sorted_order_key, sorted_order, t.leaf_count, 0,
-                                                    64, stream));
+                                                    8, stream));
   }
   p2p_ordered_counts_kernel<<<grid_for(t.leaf_count), threads, 0, stream>>>(t.leaf_count, sorted_order.Current(), part_count.data(),
                                                                              ordered_count.data());

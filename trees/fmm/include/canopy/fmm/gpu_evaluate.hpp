@@ -50,7 +50,7 @@ inline bool gpu_order_supported(int order) { return order == 4 || order == 5 || 
 /// where every warp fetches, runs and resolves its tasks on its own (no block barrier between the
 /// FMM's tasks of very different lengths; docs/FMM.md). dealt_sources stays -1, which the
 /// evaluator reads as its leaf count: the up tasks are dealt out at the start, and the p2p tasks
-/// are claimed, longest first, by warps that find no ready task (task_dag.hpp). Any count >= 0 is
+/// are claimed, the longest class first, by warps that find no queued task (task_dag.hpp). Any count >= 0 is
 /// taken as given (2^31 - 1: every source dealt, as for any other graph).
 inline canopy::scheduler_options default_scheduler_options() {
   canopy::scheduler_options o;

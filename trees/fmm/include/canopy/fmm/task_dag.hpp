@@ -35,8 +35,9 @@
 // The sources are the leaves' up tasks, then the p2p tasks, in id order (task_graph's sources are
 // sorted). The up tasks start the critical path (up, m2l, down, l2p); the p2p tasks only fill, and
 // a late long one ends the run after everything else (the 64k run's last task was a 230 us p2p
-// that started 890 us in, bench/RESULTS.md). So the p2p tasks are numbered longest first
-// (p2p_part_cost), and gpu_evaluator deals only the up tasks out at the start
+// that started 890 us in, bench/RESULTS.md). So the p2p tasks are numbered longest first, by
+// classes of cost within a factor of two and in Morton order within a class (p2p_cost_class), and
+// gpu_evaluator deals only the up tasks out at the start
 // (scheduler_options::dealt_sources): the p2p tasks are claimed, longest first, by warps that find
 // their block's queue, the global queue and one steal empty.
 //
@@ -98,7 +99,7 @@ struct task_dag {
   std::vector<std::int32_t> down_node;   // down task down_begin + i on node down_node[i] (increasing ids)
   std::vector<std::int32_t> l2p_leaf;    // l2p task l2p_begin + i on leaf l2p_leaf[i] (Morton order)
   std::vector<std::int32_t> p2p_leaf;    // p2p task p2p_begin + i on leaf p2p_leaf[i], a leaf once per part,
-                                         // its parts adjacent, longest first (p2p_part_cost)
+                                         // its parts adjacent, longest class first (p2p_cost_class)
   std::vector<std::int32_t> p2p_point;   // its first point: the part is [p2p_point[i], the next part's first
                                          // point if that is of the same leaf, else the leaf's end)
   std::vector<std::uint8_t> has_local;   // per node: its local expansion is not zero (it has a down task)
@@ -138,11 +139,20 @@ CANOPY_HD inline std::int32_t p2p_parts(std::int32_t points, std::int64_t source
 CANOPY_HD inline std::int32_t p2p_part_begin(std::int32_t points, std::int32_t parts, std::int32_t q) {
   return static_cast<std::int32_t>(std::int64_t{points} * q / parts);
 }
-// The cost the DAG orders its p2p tasks by (longest first, header comment): the leaf's largest
+// The cost whose class (p2p_cost_class) orders the DAG's p2p tasks (header comment): the leaf's largest
 // part's points (p2p_part_begin's parts differ by one point at most) times its sources' points.
 // The same for every part of a leaf, so a leaf's parts stay adjacent.
 CANOPY_HD inline std::int64_t p2p_part_cost(std::int32_t points, std::int64_t source_points, std::int32_t parts) {
   return (std::int64_t{points} + parts - 1) / parts * source_points;
+}
+// The class the DAG orders its p2p tasks by: the bit width of p2p_part_cost (costs within a factor
+// of two share a class). Longest class first, the leaves in tree.leaves' (Morton) order within a
+// class: neighbours share most of their sources, which then meet in L2 (ordered by the cost alone,
+// the 16M-body N-body step's evaluation took 166 against 153 ms).
+CANOPY_HD inline int p2p_cost_class(std::int64_t cost) {
+  int c = 0;
+  for (auto v = static_cast<std::uint64_t>(cost); v != 0; v >>= 1) ++c;
+  return c;
 }
 
 // The node an m2l task waits for in place of source `s` (parent: the tree's parent array).
@@ -182,8 +192,8 @@ inline task_dag build_task_dag(const trees::octree& tree, const interaction_list
     if (d.has_local[static_cast<std::size_t>(n)]) d.down_node.push_back(n);
   for (const std::int32_t leaf : tree.leaves)
     if (d.has_local[static_cast<std::size_t>(leaf)]) d.l2p_leaf.push_back(leaf);
-  // The p2p tasks, longest first (p2p_part_cost; equal costs in tree.leaves' order).
-  std::vector<std::int64_t> p2p_cost(tree.leaves.size());
+  // The p2p tasks, longest class first (p2p_cost_class), each class in tree.leaves' order.
+  std::vector<int> p2p_cost(tree.leaves.size());
   for (std::size_t i = 0; i < tree.leaves.size(); ++i) {
     const auto l = static_cast<std::size_t>(tree.leaves[i]);
     std::int64_t source_points = 0;
@@ -191,7 +201,7 @@ inline task_dag build_task_dag(const trees::octree& tree, const interaction_list
       source_points += tree.point_count[static_cast<std::size_t>(lists.p2p_source[static_cast<std::size_t>(k)])];
     const std::int32_t parts = p2p_parts(tree.point_count[l], source_points, shape.p2p_part_interactions);
     p2p_part_count[l] = parts;
-    p2p_cost[i] = p2p_part_cost(tree.point_count[l], source_points, parts);
+    p2p_cost[i] = p2p_cost_class(p2p_part_cost(tree.point_count[l], source_points, parts));
   }
   std::vector<std::size_t> p2p_order(tree.leaves.size());
   for (std::size_t i = 0; i < p2p_order.size(); ++i) p2p_order[i] = i;
