@@ -61,10 +61,13 @@
 #include <canopy/task_graph.hpp>
 #include <canopy/trees/octree.hpp>
 
+#include <cuda/std/bit>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -149,11 +152,7 @@ CANOPY_HD inline std::int64_t p2p_part_cost(std::int32_t points, std::int64_t so
 // of two share a class). Longest class first, the leaves in tree.leaves' (Morton) order within a
 // class: neighbours share most of their sources, which then meet in L2 (ordered by the cost alone,
 // the 16M-body N-body step's evaluation took 166 against 153 ms).
-CANOPY_HD inline int p2p_cost_class(std::int64_t cost) {
-  int c = 0;
-  for (auto v = static_cast<std::uint64_t>(cost); v != 0; v >>= 1) ++c;
-  return c;
-}
+CANOPY_HD inline int p2p_cost_class(std::int64_t cost) { return cuda::std::bit_width(static_cast<std::uint64_t>(cost)); }
 
 // The node an m2l task waits for in place of source `s` (parent: the tree's parent array).
 CANOPY_HD inline std::int32_t m2l_wait_node(const std::int32_t* parent, std::int32_t s, int levels) {
@@ -193,7 +192,7 @@ inline task_dag build_task_dag(const trees::octree& tree, const interaction_list
   for (const std::int32_t leaf : tree.leaves)
     if (d.has_local[static_cast<std::size_t>(leaf)]) d.l2p_leaf.push_back(leaf);
   // The p2p tasks, longest class first (p2p_cost_class), each class in tree.leaves' order.
-  std::vector<int> p2p_cost(tree.leaves.size());
+  std::vector<int> p2p_class(tree.leaves.size());
   for (std::size_t i = 0; i < tree.leaves.size(); ++i) {
     const auto l = static_cast<std::size_t>(tree.leaves[i]);
     std::int64_t source_points = 0;
@@ -201,11 +200,11 @@ inline task_dag build_task_dag(const trees::octree& tree, const interaction_list
       source_points += tree.point_count[static_cast<std::size_t>(lists.p2p_source[static_cast<std::size_t>(k)])];
     const std::int32_t parts = p2p_parts(tree.point_count[l], source_points, shape.p2p_part_interactions);
     p2p_part_count[l] = parts;
-    p2p_cost[i] = p2p_cost_class(p2p_part_cost(tree.point_count[l], source_points, parts));
+    p2p_class[i] = p2p_cost_class(p2p_part_cost(tree.point_count[l], source_points, parts));
   }
   std::vector<std::size_t> p2p_order(tree.leaves.size());
-  for (std::size_t i = 0; i < p2p_order.size(); ++i) p2p_order[i] = i;
-  std::stable_sort(p2p_order.begin(), p2p_order.end(), [&](std::size_t a, std::size_t b) { return p2p_cost[a] > p2p_cost[b]; });
+  std::iota(p2p_order.begin(), p2p_order.end(), std::size_t{0});
+  std::stable_sort(p2p_order.begin(), p2p_order.end(), [&](std::size_t a, std::size_t b) { return p2p_class[a] > p2p_class[b]; });
   for (const std::size_t i : p2p_order) {
     const std::int32_t leaf = tree.leaves[i];
     const auto l = static_cast<std::size_t>(leaf);
