@@ -113,6 +113,19 @@ template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_sum(const lane_group<G>& g, T v) {
   return group_reduce<Stride>(g, v, [](T mine, T other) { return mine + other; });
 }
+/// The sum of `v` over the group's ranks up to and including the calling lane's (Hillis-Steele over
+/// shuffles).
+template <int G, class T>
+__device__ __forceinline__ T group_inclusive_sum(const lane_group<G>& g, T v) {
+  if constexpr (G > 1) {
+#pragma unroll
+    for (int offset = 1; offset < G; offset *= 2) {
+      const T lower = __shfl_up_sync(g.mask, v, offset, G);
+      if (g.rank >= offset) v += lower;
+    }
+  }
+  return v;
+}
 template <int Stride = 1, int G, class T>
 __device__ __forceinline__ T group_min(const lane_group<G>& g, T v) {
   return group_reduce<Stride>(g, v, [](T mine, T other) { return canopy::smaller(mine, other); });

@@ -109,6 +109,20 @@ void check_order(const problem& p, int order, double eps2, const std::vector<cf:
   ASSERT_TRUE(fmm.last_dag_result().ok());
   EXPECT_TRUE(same_bits(fmm.fields(), dag)) << "second DAG run";
 
+  // The urgent tasks (set_urgent_height) change the order tasks start in, never the fields: every
+  // m2l and down task urgent (0), those of internal nodes (1), of nodes two levels up (2), and none
+  // (-1), the default, again.
+  EXPECT_EQ(fmm.urgent_height(), cf::default_urgent_height);
+  for (const int h : {0, 1, 2, -1}) {
+    fmm.set_urgent_height(h);
+    EXPECT_EQ(fmm.urgent_height(), h);
+    fmm.poison();
+    fmm.enqueue_dag();
+    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+    ASSERT_TRUE(fmm.last_dag_result().ok()) << "urgent height " << h;
+    EXPECT_TRUE(same_bits(fmm.fields(), dag)) << "urgent height " << h;
+  }
+
   for (const bool branch : {false, true}) {
     fmm.poison();
     fmm.enqueue_level_graph(nullptr, branch);

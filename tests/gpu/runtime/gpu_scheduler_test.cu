@@ -210,6 +210,117 @@ TEST_P(GpuSchedulerModes, EveryDealtSourceCountRunsEachTaskOnce) {
   }
 }
 
+// group_sum_ops naming every third task urgent (the priority hook, canopy/detail/ops_traits.cuh).
+template <int G>
+struct urgent_group_sum_ops : group_sum_ops<G> {
+  __device__ bool urgent(task_id t) const { return t % 3 == 0; }
+};
+
+// Ops::urgent changes the order, never what runs: every mode (warp_rounds honours the hook, the
+// others ignore it), on a tree, DAGs and a fan wider than a group's window (urgent successors of
+// one task pushed to the global queue from several lanes and windows), one block and a full grid,
+// and, in warp_rounds, with a global queue too small for the urgent tasks (what it refuses goes to
+// the shared queues).
+TEST_P(GpuSchedulerModes, UrgentTasksRunEachTaskOnce) {
+  const mode m = GetParam();
+  constexpr int G = 32;
+  std::vector<canopy::task_graph> graphs;
+  graphs.push_back(canopy::task_graph::from_parents(canopy::testing::random_tree_parents(4000, 3)));
+  graphs.push_back(canopy::task_graph::from_edges(2000, canopy::testing::random_dag_edges(2000, 6, 78)));
+  graphs.push_back(wide_fan_dag(2100));
+  const int expect_lanes = canopy::traits_of(m).block_fetch ? G : 1;
+  for (const auto& g : graphs) {
+    canopy::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
+    canopy::device_buffer<task_id> preds{g.predecessors()};
+    canopy::device_buffer<long long> value{static_cast<std::size_t>(g.task_count())};
+    canopy::device_buffer<int> lanes{static_cast<std::size_t>(g.task_count())};
+    const auto expect = canopy::testing::serial_values(g);
+    canopy::scheduler_options opt;
+    opt.mode = m;
+    opt.deadline = std::chrono::seconds(5);
+    canopy::gpu_scheduler probe(g, opt);
+    const int full = probe.max_blocks<urgent_group_sum_ops<G>>(m);
+    for (const std::int32_t global_capacity : {0, 64}) {
+      if (global_capacity != 0 && m != mode::warp_rounds) continue;  // the other modes need a global queue that holds any run
+      for (int blocks : {1, full}) {
+        opt.blocks = blocks;
+        opt.global_queue_capacity = global_capacity;
+        opt.shared_queue_capacity = global_capacity == 0 ? 0 : 4096;  // room for what the global queue refuses
+        canopy::gpu_scheduler s(g, opt);
+        value.upload(std::vector<long long>(value.size(), -1));
+        lanes.fill_bytes(0);
+        const auto r = s.run(urgent_group_sum_ops<G>{{pred_offsets.data(), preds.data(), value.data(), lanes.data()}});
+        const std::string what = std::string(canopy::to_string(m)) + " n=" + std::to_string(g.task_count()) +
+                                 " blocks=" + std::to_string(blocks) + " global=" + std::to_string(global_capacity);
+        ASSERT_TRUE(r.ok()) << what << ": " << r.message;
+        const auto v = value.download();
+        const auto l = lanes.download();
+        for (task_id t = 0; t < g.task_count(); ++t) {
+          ASSERT_EQ(l[t], expect_lanes) << what << ": task " << t;
+          ASSERT_EQ(v[t], expect[t]) << what << ": task " << t;
+        }
+      }
+    }
+  }
+}
+
+// Notes the order tasks start in (lane 0 takes a ticket); with UrgentLastTwo, tasks `last` - 1 and
+// `last` are urgent.
+template <bool UrgentLastTwo>
+struct order_ops {
+  static constexpr int group_size = 32;
+  int* ticket;
+  int* order;
+  task_id last;
+  __device__ void operator()(task_id) const {}
+  template <int L>
+  __device__ void operator()(task_id t, const canopy::lane_group<L>& g) const {
+    if (g.rank == 0) order[t] = atomicAdd(ticket, 1);
+  }
+  __device__ bool urgent(task_id t) const
+    requires UrgentLastTwo
+  {
+    return t >= last - 1;
+  }
+};
+
+// One group (a block of one warp) runs a task whose 40 successors all become ready at once, the
+// last two urgent: it runs the first urgent one next, then the other, which it finds in the global
+// queue before the 38 it queued earlier in its block's queue. Without the hook it runs the first
+// successor next.
+TEST_F(GpuTest, UrgentTasksRunBeforeTheQueuedOnes) {
+  constexpr int fan = 40;
+  std::vector<std::pair<task_id, task_id>> edges;
+  for (int f = 1; f <= fan; ++f) edges.emplace_back(0, f);
+  const canopy::task_graph g = canopy::task_graph::from_edges(fan + 1, edges);
+  canopy::scheduler_options opt;
+  opt.mode = mode::warp_rounds;
+  opt.blocks = 1;
+  opt.threads_per_block = 32;
+  opt.deadline = std::chrono::seconds(5);
+  canopy::gpu_scheduler s(g, opt);
+  canopy::device_buffer<int> ticket{1};
+  canopy::device_buffer<int> order{static_cast<std::size_t>(fan + 1)};
+  for (const bool with_hook : {true, false}) {
+    ticket.fill_bytes(0);
+    order.fill_bytes(0xff);
+    const auto r = with_hook ? s.run(order_ops<true>{ticket.data(), order.data(), fan}) : s.run(order_ops<false>{ticket.data(), order.data(), fan});
+    ASSERT_TRUE(r.ok()) << r.message;
+    const auto o = order.download();
+    std::vector<int> sorted = o;
+    std::sort(sorted.begin(), sorted.end());
+    for (int t = 0; t <= fan; ++t) ASSERT_EQ(sorted[t], t) << "each task once";
+    ASSERT_EQ(o[0], 0);
+    if (with_hook) {
+      EXPECT_EQ(o[fan - 1], 1) << "the first urgent successor runs next";
+      EXPECT_EQ(o[fan], 2) << "the other urgent successor runs before the queued ones";
+    } else {
+      // The first successor runs next; the lanes' pushes of the others reach the queue in no set order.
+      EXPECT_EQ(o[1], 1);
+    }
+  }
+}
+
 // group_sum_ops with the optional prefetch hook (canopy/prefetch.cuh): it counts the hints per task
 // and stage and notes which lane group (block, group) gave each, and the operator notes which
 // group ran each task; an id outside the graph counts in `stray`.

@@ -6,12 +6,15 @@
 //   canopy_fmm_gpu_bench [--n 65536,1048576] [--order 5] [--theta 0.5] [--eps2 1e-6]
 //                        [--max-leaf 32] [--reps 20] [--sample 1000] [--full-check 200000] [--seed 1]
 //                        [--m2l-wait-levels 0] [--mode warp-rounds] [--blocks 0] [--idle-sleep-ns 0]
-//                        [--dealt-sources -1] [--p2p-part 16384]
+//                        [--dealt-sources -1] [--p2p-part 16384] [--urgent-heights -1]
 //                        [--setup-reps 5] [--setup-only 0]
 //
 // --dealt-sources: scheduler_options::dealt_sources for the DAG (-1: the evaluator deals the
 // leaves' up tasks and leaves the p2p tasks to be claimed, longest first; 2147483647: every source
 // dealt at the start, as before that choice).
+// --urgent-heights lists gpu_evaluator::set_urgent_height values (-1: no task urgent, the queues
+// first in, first out), each one more DAG variant (an evaluator of its own, for every
+// --m2l-wait-levels value), timed interleaved with the others in the same process.
 // --p2p-part: dag_shape::p2p_part_interactions, the P2P work (points x source points) above which
 // a leaf's P2P is cut into several tasks, in the DAG and the level graph alike (0: one a leaf).
 // --setup-reps: the set-up from the device-built octree, stage by stage (setup_stages below);
@@ -73,6 +76,7 @@ struct options {
   std::size_t full_check = 200000;
   std::uint64_t seed = 1;
   std::vector<int> m2l_wait_levels{0};
+  std::vector<int> urgent_heights{cf::default_urgent_height};
   std::int64_t p2p_part = cf::dag_shape{}.p2p_part_interactions;  // 0: a p2p task a leaf
   canopy::mode mode = cf::default_scheduler_options().mode;
   int blocks = 0;  // the DAG's grid (scheduler_options::blocks; 0: the scheduler's choice)
@@ -95,7 +99,8 @@ canopy::scheduler_options scheduler_options_of(const options& o) {
   std::fprintf(stderr,
                "canopy_fmm_gpu_bench: %s\nusage: canopy_fmm_gpu_bench [--n N[,N...]] [--order 4|5|6|8] [--theta T] [--eps2 E]\n"
                "       [--max-leaf L] [--reps R] [--sample S] [--full-check N] [--seed S] [--m2l-wait-levels K[,K...]]\n"
-               "       [--mode MODE] [--blocks B] [--idle-sleep-ns S] [--dealt-sources D] [--p2p-part I] [--setup-reps R] [--setup-only 0|1]\n",
+               "       [--mode MODE] [--blocks B] [--idle-sleep-ns S] [--dealt-sources D] [--p2p-part I] [--urgent-heights H[,H...]]\n"
+               "       [--setup-reps R] [--setup-only 0|1]\n",
                why.c_str());
   std::exit(2);
 }
@@ -135,6 +140,11 @@ options parse(int argc, char** argv) {
         std::stringstream ss(v);
         for (std::string item; std::getline(ss, item, ',');) o.m2l_wait_levels.push_back(std::stoi(item));
       }
+      else if (a == "--urgent-heights") {
+        o.urgent_heights.clear();
+        std::stringstream ss(v);
+        for (std::string item; std::getline(ss, item, ',');) o.urgent_heights.push_back(std::stoi(item));
+      }
       else usage("unknown option " + a);
     } catch (const std::logic_error&) {
       usage("bad value '" + v + "' for " + a);
@@ -150,6 +160,8 @@ options parse(int argc, char** argv) {
   if (o.reps < 1 || o.sizes.empty()) usage("--reps must be >= 1 and --n must name a size");
   if (o.m2l_wait_levels.empty() || *std::min_element(o.m2l_wait_levels.begin(), o.m2l_wait_levels.end()) < 0)
     usage("--m2l-wait-levels must name levels >= 0");
+  if (o.urgent_heights.empty() || o.m2l_wait_levels.size() * o.urgent_heights.size() > 16)
+    usage("--urgent-heights must name a height (-1: none), and at most 16 DAG variants in all");
   return o;
 }
 
@@ -318,9 +330,15 @@ int run_size(const options& o, std::size_t n) {
   const std::vector<std::int32_t> checked = check_all ? std::vector<std::int32_t>{} : sample;
 
   std::vector<std::unique_ptr<cf::gpu_evaluator>> dags;
+  std::vector<int> dag_wait, dag_urgent;  // each DAG variant's m2l_wait_levels and urgent height
   for (const int k : o.m2l_wait_levels)
-    dags.push_back(std::make_unique<cf::gpu_evaluator>(o.order, tree, geometry, lists, o.eps2, scheduler_options_of(o),
-                                                       cf::dag_shape{k, o.p2p_part}));
+    for (const int h : o.urgent_heights) {
+      dags.push_back(std::make_unique<cf::gpu_evaluator>(o.order, tree, geometry, lists, o.eps2, scheduler_options_of(o),
+                                                         cf::dag_shape{k, o.p2p_part}));
+      dags.back()->set_urgent_height(h);
+      dag_wait.push_back(k);
+      dag_urgent.push_back(h);
+    }
   cf::gpu_evaluator& fmm = *dags.front();
   const cf::task_dag& dag = fmm.dag();
   std::printf("\n## Plummer %zu points, order %d, theta %.2f, eps2 %g, max_leaf %d, DAG mode %s\n\n", n, o.order, o.theta, o.eps2,
@@ -338,10 +356,12 @@ int run_size(const options& o, std::size_t n) {
     const canopy::task_graph& g = dags[i]->dag().graph;
     std::int32_t widest = 0;
     for (std::size_t t = 0; t + 1 < g.succ_offsets().size(); ++t) widest = std::max(widest, g.succ_offsets()[t + 1] - g.succ_offsets()[t]);
-    const int k = o.m2l_wait_levels[i];
-    dag_names.push_back(k == 0 ? std::string("task DAG (m2l waits for each source)")
-                               : "task DAG (m2l waits " + std::to_string(k) + " levels up)");
-    std::printf("DAG shape m2l_wait_levels %d: %zu edges, at most %d successors a task\n", k, g.successors().size(), widest);
+    const int k = dag_wait[i];
+    const int h = dag_urgent[i];
+    dag_names.push_back((k == 0 ? std::string("task DAG (m2l waits for each source") : "task DAG (m2l waits " + std::to_string(k) + " levels up") +
+                        (h < 0 ? std::string(", none urgent)") : ", urgent height " + std::to_string(h) + ")"));
+    if (h == o.urgent_heights.front())
+      std::printf("DAG shape m2l_wait_levels %d: %zu edges, at most %d successors a task\n", k, g.successors().size(), widest);
   }
 
   cudaStream_t stream = nullptr;

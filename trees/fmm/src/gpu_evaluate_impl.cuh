@@ -45,6 +45,36 @@ __global__ void frames_kernel(std::int32_t nodes, const cell_geometry* g, frame<
   if (n < nodes) f[n] = frame<float>{{float(g[n].center[0]), float(g[n].center[1]), float(g[n].center[2])}, float(g[n].scale)};
 }
 
+// Each node's height (the most levels below it to a leaf: 0 at a leaf), a thread a leaf climbing
+// to the root with atomicMax; `height` zeroed before.
+template <int = 0>
+__global__ void heights_kernel(const std::int32_t* leaves, std::int32_t leaf_count, const std::int32_t* parent, int* height) {
+  const std::int32_t i = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= leaf_count) return;
+  int h = 0;
+  for (std::int32_t n = parent[leaves[i]]; n >= 0; n = parent[n]) {
+    ++h;
+    if (atomicMax(height + n, h) >= h) break;  // another leaf's climb got here with as many levels or more
+  }
+}
+
+// Which tasks are urgent (gpu_evaluator::set_urgent_height): every up task, and the m2l and down
+// tasks of nodes at least `min_height` levels above their deepest leaf; l2p and p2p never.
+template <int = 0>
+__global__ void urgent_kernel(task_ranges r, const std::int32_t* m2l_target, const std::int32_t* down_node, const int* height,
+                              int min_height, std::uint8_t* urgent) {
+  const std::int32_t t = static_cast<std::int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (t >= r.end) return;
+  bool u = false;
+  switch (r.kind_of(t)) {
+    case task_kind::up: u = true; break;
+    case task_kind::m2l: u = height[m2l_target[t - r.m2l_begin]] >= min_height; break;
+    case task_kind::down: u = height[down_node[t - r.down_begin]] >= min_height; break;
+    default: break;
+  }
+  urgent[t] = u ? 1 : 0;
+}
+
 // The DAG's sources are the leaves' up tasks, then the p2p tasks longest first (task_dag.hpp):
 // unless the caller chose (dealt_sources >= 0), only the up tasks are dealt out when a run starts.
 inline canopy::scheduler_options dealing_up_tasks(canopy::scheduler_options o, std::int32_t leaves) {
@@ -218,6 +248,32 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     return c;
   }
 
+  void set_urgent_height(int min_height) override {
+    urgent_height_ = min_height;
+    if (min_height < 0 || ranges_.end == 0) {
+      tasks_.urgent = nullptr;
+      return;
+    }
+    const auto nodes = static_cast<std::size_t>(ranges_.m2l_begin);
+    if (height_.size() == 0) {
+      height_ = device_buffer<int>(std::max<std::size_t>(nodes, 1));
+      height_.fill_bytes(0);
+      const auto leaves = static_cast<std::int32_t>(leaves_.size());
+      if (leaves > 0) {
+        heights_kernel<<<static_cast<unsigned>((leaves + threads - 1) / threads), threads>>>(leaves_.data(), leaves,
+                                                                                            parent_.data(), height_.data());
+        CANOPY_CUDA_TRY(cudaGetLastError());
+      }
+      urgent_ = device_buffer<std::uint8_t>(static_cast<std::size_t>(ranges_.end));
+    }
+    urgent_kernel<<<static_cast<unsigned>((ranges_.end + threads - 1) / threads), threads>>>(
+        ranges_, m2l_target_ptr_, down_node_ptr_, height_.data(), min_height, urgent_.data());
+    CANOPY_CUDA_TRY(cudaGetLastError());
+    CANOPY_CUDA_TRY(cudaDeviceSynchronize());
+    tasks_.urgent = urgent_.data();
+  }
+  int urgent_height() const override { return urgent_height_; }
+
   canopy::run_result last_dag_result() const override { return sched_->last_result(); }
   std::vector<field<float>> fields() const override { return fields_.download(); }
   const field<float>* device_fields() const override { return fields_.data(); }
@@ -257,6 +313,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
                                    m2l_target, down_node, l2p_leaf, p2p_leaf, p2p_point,
                                    has_local, static_cast<float>(eps2), multipoles_.data(), locals_.data(),
                                    fields_.data()};
+    set_urgent_height(default_urgent_height);
   }
 
   // The level graph, captured on its first use: an evaluator that only runs the DAG (the N-body
@@ -393,6 +450,9 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   gpu_tasks<P> tasks_{};
   device_buffer<unsigned long long> clocks_;  // set_task_clocks' counts
   device_buffer<unsigned long long> timeline_;  // set_task_timeline's times
+  device_buffer<int> height_;  // each node's height (heights_kernel), for set_urgent_height
+  device_buffer<std::uint8_t> urgent_;  // per task: urgent (urgent_kernel)
+  int urgent_height_ = -1;
   std::optional<canopy::gpu_scheduler> sched_;
   mutable graph_exec serial_, branch_;  // captured on first use (level_graph)
   mutable int serial_kernels_ = 0, branch_kernels_ = 0;

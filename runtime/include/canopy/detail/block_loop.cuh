@@ -318,6 +318,34 @@ __device__ inline void wait_for_stop(const scheduler_ref& r, std::uint64_t start
     if (idle_poll(r, polls, start, idle_start, idle)) return;
 }
 
+/// Fills the slots of the k tickets from `ticket` of `ring` (reserve_push claimed them) with the
+/// next k tasks of `ready` (bit j: the successor at dag.succ[first + j * stride]), clearing their
+/// bits. Four slot reads are issued together: a lane may push 32 tasks, and one read after the
+/// other would put as many L2 round trips before the continuation. The caller issued an acq_rel
+/// fence after the arrivals that made them ready (fill_after_fence).
+__device__ __forceinline__ void fill_ready_bits(const scheduler_ref& r, const ring_ref<device_scope>& ring, std::uint64_t ticket,
+                                                int k, std::int32_t first, std::int32_t stride, unsigned& ready) {
+  while (k > 0) {
+    task_id s[4];
+    std::uint64_t t[4];
+    int n = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      s[j] = no_task;
+      if (n < k && ready != 0) {
+        s[j] = r.graph.succ[first + (__ffs(ready) - 1) * stride];
+        t[j] = ticket + static_cast<std::uint64_t>(n++);
+        ready &= ready - 1;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (s[j] != no_task) ring.fill_after_fence(t[j], s[j]);
+    ticket += static_cast<std::uint64_t>(n);
+    k -= n;
+  }
+}
+
 /// Pushes the ready tasks of one lane, a bit each in `ready` (bit k: the successor at
 /// dag.succ[first + k * stride]), for run_dag_by_groups: at most `per_queue` a reservation (and a
 /// publication) to the shared queue the push policy picks, a new pick after each (round_robin: the
@@ -329,30 +357,6 @@ __device__ inline void wait_for_stop(const scheduler_ref& r, std::uint64_t start
 /// `tick`: the lane's own push counter.
 __device__ __forceinline__ void push_ready_bits(const scheduler_ref& r, int worker, std::uint32_t& tick, std::int32_t first,
                                                 std::int32_t stride, unsigned ready, int per_queue) {
-  // Fills the slots of tickets from `ticket` with the next k tasks of `ready` (which it clears),
-  // four slot reads issued together: a lane may push 32 tasks, and one read after the other would
-  // put as many L2 round trips before the continuation.
-  const auto fill = [&](const ring_ref<device_scope>& ring, std::uint64_t ticket, int k) {
-    while (k > 0) {
-      task_id s[4];
-      std::uint64_t t[4];
-      int n = 0;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        s[j] = no_task;
-        if (n < k && ready != 0) {
-          s[j] = r.graph.succ[first + (__ffs(ready) - 1) * stride];
-          t[j] = ticket + static_cast<std::uint64_t>(n++);
-          ready &= ready - 1;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (s[j] != no_task) ring.fill_after_fence(t[j], s[j]);
-      ticket += static_cast<std::uint64_t>(n);
-      k -= n;
-    }
-  };
   int left = __popc(ready);
   for (int attempt = 0; left > 0 && attempt < 3;) {
     const int q = pick_shared_queue(r.policy, worker, r.worker_count, tick, attempt,
@@ -364,7 +368,7 @@ __device__ __forceinline__ void push_ready_bits(const scheduler_ref& r, int work
       ++attempt;  // full: the policy's next pick
       continue;
     }
-    fill(ring, ticket, k);
+    fill_ready_bits(r, ring, ticket, k, first, stride, ready);
     ring.publish(k);
     left -= k;
     ++tick;
@@ -376,10 +380,38 @@ __device__ __forceinline__ void push_ready_bits(const scheduler_ref& r, int work
   std::uint64_t ticket = 0;
   const int k = global.reserve_push(left, &ticket);
   if (k > 0) {
-    fill(global, ticket, k);
+    fill_ready_bits(r, global, ticket, k, first, stride, ready);
     global.publish(k);
   }
   if (k < left) fail<device_scope>(r, status::queue_overflow, r.graph.succ[first + (__ffs(ready) - 1) * stride]);
+}
+
+/// Pushes the urgent ready tasks of the group's lanes (Ops::urgent, ops_traits.cuh), a bit each in
+/// `urgent` as in push_ready_bits, to the global queue, which run_dag_by_groups' groups look at
+/// before their own block's queue: an urgent task starts when the first group anywhere looks for
+/// work, not behind the tasks queued before it. One reservation for the whole group, its lanes'
+/// tickets by a prefix sum: every lane of every group reserving on the one queue's counter (a
+/// compare-and-swap loop) held the group, and the continuation with it, up to 378 us on the 64k
+/// FMM (bench/RESULTS.md). What the global queue has no room for stays in `urgent` (the caller
+/// pushes it with the others). Every lane calls it; the caller issued the fence, as for
+/// push_ready_bits.
+template <int G>
+__device__ __forceinline__ void push_urgent_bits(const scheduler_ref& r, const lane_group<G>& g, std::int32_t first,
+                                                 std::int32_t stride, unsigned& urgent) {
+  const int mine = __popc(urgent);
+  const int upto = group_inclusive_sum(g, mine);
+  const int total = g.from_lane(upto, G - 1);
+  const ring_ref<device_scope> global = r.global_ring<device_scope>();
+  std::uint64_t ticket = 0;
+  int k = 0;
+  if (g.rank == 0) k = global.reserve_push(total, &ticket);
+  k = g.from_first(k);
+  ticket = g.from_first(ticket);
+  const int before = upto - mine;
+  const int take = k - before < mine ? k - before : mine;
+  if (take > 0) fill_ready_bits(r, global, ticket + static_cast<std::uint64_t>(before), take, first, stride, urgent);
+  g.sync();  // every fill before the publication (a consumer would otherwise wait at the slot)
+  if (g.rank == 0 && k > 0) global.publish(k);
 }
 
 /// The arrivals of a task that lane group `g` ran at its successors dag.succ[b .. e), and the
@@ -391,13 +423,16 @@ __device__ __forceinline__ void push_ready_bits(const scheduler_ref& r, int work
 /// its relaxed fetch_subs four at a time after one release fence, then one acq_rel fence if any was
 /// the last (it acquires what the other predecessors released, for the continuation and for the
 /// tasks it pushes, and releases it to their consumers), then pushes all it made ready with a
-/// reservation a queue. Why: an FMM up task is the last source of up to a thousand M2L tasks; each
+/// reservation a queue. Ops that name urgent tasks (Ops::urgent, ops_traits.cuh): the group runs the
+/// first urgent one it made ready next, if any, and pushes the other urgent ones to the global
+/// queue with one reservation (push_urgent_bits). Why the burst: an FMM up task is the last source
+/// of up to a thousand M2L tasks; each
 /// pushed as it was made ready (a reservation, a ticket, the slot's check, a release store, a
 /// publication) held the group, and with it the continuation (the parent's up task, the run's
 /// critical path), 35 to 455 us a hop on the 64k FMM (bench/RESULTS.md). A task with at most G
 /// successors makes one arrival a lane, arrive()'s acq_rel, and needs no fence unless it pushes.
-template <int G>
-__device__ __forceinline__ task_id resolve_dag_successors(const scheduler_ref& r, int worker, std::uint32_t& tick,
+template <class Ops, int G>
+__device__ __forceinline__ task_id resolve_dag_successors(const Ops& ops, const scheduler_ref& r, int worker, std::uint32_t& tick,
                                                           const lane_group<G>& g, std::int32_t b, std::int32_t e,
                                                           int per_queue) {
   const task_graph_ref& dag = r.graph;
@@ -407,9 +442,12 @@ __device__ __forceinline__ task_id resolve_dag_successors(const scheduler_ref& r
   task_id next = no_task;
   for (std::int32_t w = b; w < e; w += window) {
     const std::int32_t first = w + g.rank;  // this lane's successors: first + k * G, k < 32
-    unsigned ready = 0;
+    unsigned ready = 0, urgent = 0;  // urgent: the ready ones Ops::urgent names (a subset)
     if (one_each) {
-      if (first < e && arrive<device_scope>(dag, dag.succ[first])) ready = 1;
+      if (first < e && arrive<device_scope>(dag, dag.succ[first])) {
+        ready = 1;
+        if constexpr (has_urgent<Ops>) urgent = ops.urgent(dag.succ[first]) ? 1u : 0u;
+      }
     } else {
       for (int k0 = 0; k0 < 32 && first + k0 * G < e; k0 += 4) {
         task_id s[4];
@@ -429,22 +467,39 @@ __device__ __forceinline__ task_id resolve_dag_successors(const scheduler_ref& r
           // The last arriver resets the counter for the next run (arrive() says why relaxed).
           cuda::atomic_ref<std::int32_t, device_scope>(dag.pending[s[j]]).store(reset[j], cuda::std::memory_order_relaxed);
           ready |= 1u << (k0 + j);
+          if constexpr (has_urgent<Ops>)
+            if (ops.urgent(s[j])) urgent |= 1u << (k0 + j);
         }
       }
       if (ready != 0) cuda::atomic_thread_fence(cuda::std::memory_order_acq_rel, device_scope);
     }
     if (next == no_task) {
-      // The first made ready in successor order: the lowest lane's lowest bit of the lowest k.
-      const int lowest = ready != 0 ? (__ffs(ready) - 1) * G + g.rank : window;
+      // The first made ready in successor order (the first urgent one, if any): the lowest lane's
+      // lowest bit of the lowest k.
+      bool of_urgent = false;
+      if constexpr (has_urgent<Ops>) of_urgent = g.any(urgent != 0);
+      const unsigned among = of_urgent ? urgent : ready;
+      const int lowest = among != 0 ? (__ffs(among) - 1) * G + g.rank : window;
       const int pick = group_min(g, lowest);
       if (pick < window) {
-        if (g.rank == pick % G) ready &= ready - 1;
+        if (g.rank == pick % G) {
+          const unsigned bit = 1u << (pick / G);
+          ready &= ~bit;
+          urgent &= ~bit;
+        }
         next = dag.succ[w + pick];
       }
     }
     if (!g.any(ready != 0)) continue;
     // A lane that pushes after arrive()'s acq_rel still needs the release before its relaxed fills.
     if (one_each && ready != 0) cuda::atomic_thread_fence(cuda::std::memory_order_acq_rel, device_scope);
+    if constexpr (has_urgent<Ops>) {
+      if (g.any(urgent != 0)) {
+        ready &= ~urgent;
+        push_urgent_bits(r, g, first, G, urgent);
+        ready |= urgent;  // what the global queue had no room for
+      }
+    }
     if (ready != 0) push_ready_bits(r, worker, tick, first, G, ready, per_queue);
   }
   return next;
@@ -458,7 +513,8 @@ __device__ __forceinline__ task_id resolve_dag_successors(const scheduler_ref& r
 /// all its lanes (resolve_dag_successors: lane k arrives at successors k, k + G, ...), runs the first one made
 /// ready next (continuation, no queue round trip) and pushes the others, at most a block's groups'
 /// worth (`groups`) a reservation, so that under the default round_robin policy a wide fan-out
-/// spreads over several blocks' queues. The block loop makes every group of a
+/// spreads over several blocks' queues. With Ops::urgent the global queue holds the urgent tasks
+/// and is looked at first (ops_traits.cuh). The block loop makes every group of a
 /// block wait for the longest task of the block's batch: with the FMM's tasks (from a few thousand
 /// to a few hundred thousand cycles) its warps spent three quarters of the run there
 /// (bench/RESULTS.md). Trees run here too when the Ops do not declare tree_only (a parent per task).
@@ -497,8 +553,11 @@ __device__ void run_dag_by_groups(const Ops& ops, const scheduler_ref& r, int wo
             stop = 1;
             break;
           }
+          // Ops that name urgent tasks find them in the global queue (push_urgent_bits): look there
+          // first. Otherwise it holds only what the shared queues had no room for.
+          if (has_urgent<Ops> && r.global_ring<device_scope>().try_pop(got)) break;
           if (r.shared_ring<device_scope>(worker).try_pop(got)) break;
-          if (r.global_ring<device_scope>().try_pop(got)) break;
+          if (!has_urgent<Ops> && r.global_ring<device_scope>().try_pop(got)) break;
           if (r.worker_count > 1) {
             const std::uint32_t seed = mix32(static_cast<std::uint32_t>(worker) * 0x9e3779b9U + polls * 0x85ebca6bU + group);
             const int victim = static_cast<int>((static_cast<std::uint32_t>(worker) + 1 + seed % static_cast<std::uint32_t>(r.worker_count - 1)) %
@@ -548,7 +607,7 @@ __device__ void run_dag_by_groups(const Ops& ops, const scheduler_ref& r, int wo
         sink_finished<device_scope>(r);
       t = g.from_first(mine);
     } else if constexpr (!tree_only_of<Ops>) {
-      t = resolve_dag_successors(r, worker, tick, g, succ_begin, succ_end, static_cast<int>(groups));
+      t = resolve_dag_successors(ops, r, worker, tick, g, succ_begin, succ_end, static_cast<int>(groups));
       if (succ_end == succ_begin && g.rank == 0) sink_finished<device_scope>(r);
     }
     // After the acquire of the lane that made `t` ready, the other lanes' reads of its inputs.

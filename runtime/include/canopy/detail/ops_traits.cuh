@@ -3,6 +3,7 @@
 // the prefetch hook; and how it calls a task.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 
 #include "canopy/config.hpp"
@@ -64,6 +65,20 @@ CANOPY_HD constexpr int run_batch_max(int threads, std::int64_t sources, int gri
 /// (canopy/prefetch.cuh).
 template <class Ops>
 inline constexpr bool has_prefetch = requires(const Ops& o, task_id t) { o.prefetch(t, prefetch_stage::data); };
+
+/// Ops may declare `__device__ bool urgent(task_id) const`: the tasks it names run before the others
+/// that are ready. In warp_rounds on a DAG (run_dag_by_groups) a group that makes an urgent task
+/// ready runs it next (before any other it made ready), pushes the other urgent ones to the global
+/// queue, and every group looks there before its own block's queue; so an urgent task waits for
+/// the first group anywhere to finish its task, not for the tasks queued before it (first in,
+/// first out). Mark the tasks of the critical path: the FMM marks its upward pass and the coarse
+/// cells' translations, whose chains down the tree are the longest. Other modes and trees run with
+/// Ops declaring tree_only ignore it. It is asked once for every task made ready; keep it cheap (a
+/// load, a comparison).
+template <class Ops>
+inline constexpr bool has_urgent = requires(const Ops& o, task_id t) {
+  { o.urgent(t) } -> std::convertible_to<bool>;
+};
 
 /// How many tasks of its share ahead of the one it runs a group asks for the data of (0: no
 /// prefetch at all). Further ahead, the lines can leave L2 before their turn.

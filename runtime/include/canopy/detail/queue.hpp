@@ -3,9 +3,9 @@
 // sees (try_push returns how many it took), never a silent drop.
 //
 //  * ring_ref: lock-free multi-producer multi-consumer ring over memory owned elsewhere (device
-//    memory for the GPU, host memory for the CPU backend). Batch operations reserve k items or k
-//    free slots with one CAS and claim k consecutive tickets with one fetch_add, so a block master
-//    moves a whole batch with three atomics. Each slot is one 64-bit word {sequence, task} so the
+//    memory for the GPU, host memory for the CPU backend). Batch operations take k items (one
+//    fetch_sub) or reserve k free slots (one CAS) and claim k consecutive tickets with one
+//    fetch_add, so a block master moves a whole batch with three atomics. Each slot is one 64-bit word {sequence, task} so the
 //    task travels with its publication flag: the producer's release store and the consumer's
 //    acquire load are what hand over everything the producer knew (the payloads of the task's
 //    children, published earlier through the dependency counters).
@@ -24,7 +24,7 @@ namespace canopy::detail {
 /// Shared state of a ring_ref. Initialise with ring_header::empty(capacity) and slots to 0.
 /// Consumers poll `items`; it has a line of its own so that polling does not slow producers.
 struct alignas(128) ring_header {
-  alignas(128) std::int32_t items;  // published items not yet reserved by a consumer
+  alignas(128) std::int32_t items;  // published items not yet reserved by a consumer (see take_items)
   std::int32_t capacity;
   alignas(128) std::uint64_t head;  // next ticket to pop
   std::uint64_t tail;               // next ticket to push
@@ -118,7 +118,7 @@ struct ring_ref {
 
   /// Pops up to max tasks into out; returns how many (0 when empty).
   CANOPY_HD int try_pop(task_id* out, int max) const {
-    return transfer(header->items, header->head, header->space, max,
+    return transfer(header->head, header->space, take_items(max),
                     [&](int i, cuda::atomic_ref<std::uint64_t, Scope>& slot, std::uint64_t turn) {
                       // `items` counted k published tasks, but our tickets may belong to a producer
                       // that reserved earlier and is still writing: wait for its release store
@@ -132,13 +132,12 @@ struct ring_ref {
   CANOPY_HD bool try_pop(task_id& out) const { return try_pop(&out, 1) == 1; }
 
  private:
-  // Moves up to `want` tasks out of the ring (try_pop): reserves that many units of `budget`
-  // (items), claims as many consecutive tickets of `cursor` (head), calls step(i, slot, turn) for
-  // the i-th, then hands the k units to `other` (free slots): release, so that whoever reserves
-  // them there also sees the slots' words. Returns k.
+  // Moves k tasks out of the ring (try_pop; k items already taken, take_items): claims k
+  // consecutive tickets of `cursor` (head), calls step(i, slot, turn) for the i-th, then hands the k
+  // units to `other` (free slots): release, so that whoever reserves them there also sees the
+  // slots' words. Returns k.
   template <class Step>
-  CANOPY_HD int transfer(std::int32_t& budget, std::uint64_t& cursor, std::int32_t& other, int want, Step&& step) const {
-    const int k = reserve(budget, want);
+  CANOPY_HD int transfer(std::uint64_t& cursor, std::int32_t& other, int k, Step&& step) const {
     if (k == 0) return 0;
     const std::uint64_t first =
         cuda::atomic_ref<std::uint64_t, Scope>(cursor).fetch_add(static_cast<std::uint64_t>(k), cuda::std::memory_order_relaxed);
@@ -152,7 +151,27 @@ struct ring_ref {
     return k;
   }
 
+  // Takes up to `want` published items for a consumer; 0 when it finds none. One fetch_sub, and a
+  // fetch_add to give back what was not there, instead of reserve's compare-and-swap loop: with
+  // thousands of GPU warps polling one queue, every success of a CAS cost a round of failures, and
+  // the global queue handed out about 5 tasks a microsecond (the FMM's urgent tasks at 1M points,
+  // bench/RESULTS.md). `items` may dip below the truth, or below zero, until the give-back: another
+  // consumer then finds fewer items or none (it polls again), never more than were published.
+  CANOPY_HD int take_items(int want) const {
+    cuda::atomic_ref<std::int32_t, Scope> c(header->items);
+    const std::int32_t seen = c.load(cuda::std::memory_order_relaxed);
+    if (seen <= 0) return 0;
+    const std::int32_t take = seen < want ? seen : want;
+    // relaxed is enough: the slot's own sequence word carries the synchronisation.
+    const std::int32_t before = c.fetch_sub(take, cuda::std::memory_order_relaxed);
+    const std::int32_t got = before >= take ? take : before > 0 ? before : 0;
+    if (got < take) c.fetch_add(take - got, cuda::std::memory_order_relaxed);
+    return got;
+  }
+
   // Takes min(want, counter) units from a counter that never goes negative; 0 when it is empty.
+  // Producers reserve free slots so: a push that finds no room may fail a run (queue_overflow), so
+  // it must never see less room than there is.
   static CANOPY_HD int reserve(std::int32_t& counter, int want) {
     cuda::atomic_ref<std::int32_t, Scope> c(counter);
     std::int32_t cur = c.load(cuda::std::memory_order_relaxed);

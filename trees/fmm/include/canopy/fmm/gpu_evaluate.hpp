@@ -58,6 +58,12 @@ inline canopy::scheduler_options default_scheduler_options() {
   return o;
 }
 
+/// gpu_evaluator::set_urgent_height's default: no task urgent (the queues first in, first out).
+/// Every height tried (0 to 3) ran as fast or slower at 16k, 64k and 1M points: the last m2l tasks
+/// to run are the leaves', behind the other leaves' in the backlog, whatever their order
+/// (docs/FMM.md).
+inline constexpr int default_urgent_height = -1;
+
 /// Per task kind (task_kind's order: up, m2l, down, l2p, p2p), the SM clock cycles the bodies took,
 /// how many ran and the longest body (clock64 of the body's first lane around the body, after the
 /// group converged).
@@ -89,6 +95,8 @@ class gpu_evaluator_base {
   virtual task_clocks read_task_clocks() = 0;
   virtual void set_task_timeline(bool on) = 0;
   virtual std::vector<unsigned long long> read_task_timeline() = 0;
+  virtual void set_urgent_height(int min_height) = 0;
+  virtual int urgent_height() const = 0;
   virtual canopy::run_result last_dag_result() const = 0;
   virtual std::vector<field<float>> fields() const = 0;
   virtual const field<float>* device_fields() const = 0;
@@ -154,6 +162,13 @@ class gpu_evaluator {
   /// The last recorded run's times: [2 t] the start and [2 t + 1] the end of task t's body
   /// (synchronous; empty before set_task_timeline(true)).
   std::vector<unsigned long long> read_task_timeline() { return impl_->read_task_timeline(); }
+  /// Which of the DAG's tasks the scheduler runs before the other ready ones (dag_ops::urgent,
+  /// the runtime's Ops::urgent hook, honoured by mode warp_rounds): every up task, and the m2l and
+  /// down tasks of the nodes at least `min_height` levels above their deepest leaf, whose chains
+  /// down to the leaves are the run's longest. A negative value: none (first in, first out).
+  /// Default default_urgent_height (none). Synchronous; results do not depend on it.
+  void set_urgent_height(int min_height) { impl_->set_urgent_height(min_height); }
+  int urgent_height() const { return impl_->urgent_height(); }
   /// After synchronising the stream of the last enqueue_dag: its result (a timeout or error of
   /// the scheduler; the level graph's errors are the stream's, seen by the synchronisation).
   canopy::run_result last_dag_result() const { return impl_->last_dag_result(); }

@@ -50,19 +50,6 @@ __device__ __forceinline__ E load_written(const E& src) {
   return out;
 }
 
-// The inclusive prefix sum of `v` over the group's ranks (Hillis-Steele over shuffles).
-template <int G>
-__device__ __forceinline__ std::int32_t group_inclusive_sum(const lane_group<G>& g, std::int32_t v) {
-  if constexpr (G > 1) {
-#pragma unroll
-    for (int offset = 1; offset < G; offset *= 2) {
-      const std::int32_t lower = __shfl_up_sync(g.mask, v, offset, G);
-      if (g.rank >= offset) v += lower;
-    }
-  }
-  return v;
-}
-
 // Sums `partial` over the group; lane r stores coefficients r, r + G, ... of the sum into *dst.
 template <int G, class E>
 __device__ __forceinline__ void sum_and_store(const lane_group<G>& g, const E& partial, E* dst) {
@@ -113,6 +100,9 @@ struct gpu_tasks {
   // The DAG's timeline (gpu_evaluator::set_task_timeline): per task, the global timer (ns) when
   // its body began and ended, [2 t] and [2 t + 1]; null: not recorded.
   unsigned long long* timeline = nullptr;
+  // Per task, 1 when the scheduler should run it before the other ready tasks (dag_ops::urgent,
+  // gpu_evaluator::set_urgent_height); null: none is.
+  const std::uint8_t* urgent = nullptr;
 
   __device__ __forceinline__ long long clock_start() const { return clocks != nullptr ? clock64() : 0; }
   template <int G>
@@ -406,6 +396,9 @@ struct dag_ops {
   static constexpr int tasks_per_group = 1;
   static constexpr int max_registers = P >= 8 ? 224 : P >= 6 ? 168 : 128;
   gpu_tasks<P> tasks;
+
+  // The scheduler's priority hook (canopy/detail/ops_traits.cuh): the critical path's tasks.
+  __device__ bool urgent(task_id t) const { return tasks.urgent != nullptr && tasks.urgent[t] != 0; }
 
   template <int G>
   __device__ void operator()(task_id t, const lane_group<G>& g) const {
