@@ -221,9 +221,8 @@ struct urgent_group_sum_ops : group_sum_ops<G> {
 // one task pushed to the global queue from several lanes and windows), one block and a full grid,
 // and, in warp_rounds, with a global queue too small for the urgent tasks (what it refuses goes to
 // the shared queues).
-TEST_P(GpuSchedulerModes, UrgentTasksRunEachTaskOnce) {
-  const mode m = GetParam();
-  constexpr int G = 32;
+template <int G>
+void check_urgent(mode m) {
   std::vector<canopy::task_graph> graphs;
   graphs.push_back(canopy::task_graph::from_parents(canopy::testing::random_tree_parents(4000, 3)));
   graphs.push_back(canopy::task_graph::from_edges(2000, canopy::testing::random_dag_edges(2000, 6, 78)));
@@ -250,8 +249,9 @@ TEST_P(GpuSchedulerModes, UrgentTasksRunEachTaskOnce) {
         value.upload(std::vector<long long>(value.size(), -1));
         lanes.fill_bytes(0);
         const auto r = s.run(urgent_group_sum_ops<G>{{pred_offsets.data(), preds.data(), value.data(), lanes.data()}});
-        const std::string what = std::string(canopy::to_string(m)) + " n=" + std::to_string(g.task_count()) +
-                                 " blocks=" + std::to_string(blocks) + " global=" + std::to_string(global_capacity);
+        const std::string what = std::string(canopy::to_string(m)) + " G=" + std::to_string(G) + " n=" +
+                                 std::to_string(g.task_count()) + " blocks=" + std::to_string(blocks) +
+                                 " global=" + std::to_string(global_capacity);
         ASSERT_TRUE(r.ok()) << what << ": " << r.message;
         const auto v = value.download();
         const auto l = lanes.download();
@@ -262,6 +262,13 @@ TEST_P(GpuSchedulerModes, UrgentTasksRunEachTaskOnce) {
       }
     }
   }
+}
+
+// Groups of one lane, of four (eight groups a warp, each reserving for its own lanes) and of a warp.
+TEST_P(GpuSchedulerModes, UrgentTasksRunEachTaskOnce) {
+  check_urgent<1>(GetParam());
+  check_urgent<4>(GetParam());
+  check_urgent<32>(GetParam());
 }
 
 // Notes the order tasks start in (lane 0 takes a ticket); with UrgentLastTwo, tasks `last` - 1 and

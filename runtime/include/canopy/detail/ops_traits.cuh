@@ -71,10 +71,15 @@ inline constexpr bool has_prefetch = requires(const Ops& o, task_id t) { o.prefe
 /// ready runs it next (before any other it made ready), pushes the other urgent ones to the global
 /// queue, and every group looks there before its own block's queue; so an urgent task waits for
 /// the first group anywhere to finish its task, not for the tasks queued before it (first in,
-/// first out). Mark the tasks of the critical path: the FMM marks its upward pass and the coarse
-/// cells' translations, whose chains down the tree are the longest. Other modes and trees run with
-/// Ops declaring tree_only ignore it. It is asked once for every task made ready; keep it cheap (a
-/// load, a comparison).
+/// first out). Mark the few tasks of the critical path (the FMM can mark its upward pass and the
+/// coarse cells' translations, gpu_evaluator::set_urgent_height; measured, no choice of them ran
+/// faster, docs/FMM.md). Other modes and trees run with
+/// Ops declaring tree_only ignore it. It is asked once for every task made ready, by the lane that
+/// made it ready, before that lane's acquire: it may read only what was fixed before the run (a
+/// load of a read-only array, a comparison) and must not use warp collectives. Any Ops that
+/// declares it makes groups look at the global queue first, whether or not it ever says yes. The
+/// urgent tasks share that one queue: marking most tasks urgent serialises the run on it (the FMM
+/// at 1M points with every m2l and down task urgent: 27 ms against 10.1, docs/FMM.md).
 template <class Ops>
 inline constexpr bool has_urgent = requires(const Ops& o, task_id t) {
   { o.urgent(t) } -> std::convertible_to<bool>;

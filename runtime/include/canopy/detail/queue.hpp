@@ -54,7 +54,8 @@ struct ring_ref {
 
   CANOPY_HD std::int32_t capacity() const { return header->capacity; }
 
-  /// Items currently published and unclaimed (a racy sample, for load-balancing decisions).
+  /// Items currently published and unclaimed (a racy sample, for load-balancing decisions; briefly
+  /// low, even negative, while a consumer gives back what it found missing, take_items).
   CANOPY_HD std::int32_t size_hint() const {
     return cuda::atomic_ref<std::int32_t, Scope>(header->items).load(cuda::std::memory_order_relaxed);
   }
