@@ -62,6 +62,38 @@ struct tree_group_sum_ops : group_sum_ops<G> {
   static constexpr bool tree_only = true;
 };
 
+// group_sum_ops' buffers over one graph: fresh_op() clears them for a run; each_task_once says
+// whether every task's value is the serial reference's and `expect_lanes` lanes ran it.
+struct group_sum_buffers {
+  explicit group_sum_buffers(const canopy::task_graph& g)
+      : pred_offsets{g.pred_offsets()},
+        preds{g.predecessors()},
+        value{static_cast<std::size_t>(g.task_count())},
+        lanes{static_cast<std::size_t>(g.task_count())},
+        expect{canopy::testing::serial_values<long long>(g)} {}
+  template <int G>
+  group_sum_ops<G> fresh_op() {
+    value.upload(std::vector<long long>(value.size(), -1));
+    lanes.fill_bytes(0);
+    return {pred_offsets.data(), preds.data(), value.data(), lanes.data()};
+  }
+  ::testing::AssertionResult each_task_once(int expect_lanes) const {
+    const auto v = value.download();
+    const auto l = lanes.download();
+    for (std::size_t t = 0; t < expect.size(); ++t) {
+      if (l[t] != expect_lanes)
+        return ::testing::AssertionFailure() << "task " << t << " ran on " << l[t] << " lanes, not " << expect_lanes;
+      if (v[t] != expect[t]) return ::testing::AssertionFailure() << "task " << t << ": value " << v[t] << ", not " << expect[t];
+    }
+    return ::testing::AssertionSuccess();
+  }
+  canopy::device_buffer<std::int32_t> pred_offsets;
+  canopy::device_buffer<task_id> preds;
+  canopy::device_buffer<long long> value;
+  canopy::device_buffer<int> lanes;
+  std::vector<long long> expect;
+};
+
 // Hubs with fans: hub k has 1 + (37 k mod 70) successors, all of which are the predecessors of hub
 // k + 1, so that a climbing group's lanes each arrive at none, one or several successors (the
 // arrivals issued together, arrive_each), and the one that brings the next hub in must hand it to
@@ -126,27 +158,16 @@ void check_groups(mode m) {
     for (int blocks : {1, std::min(probe.max_blocks<group_sum_ops<G>>(m), probe.max_blocks<tree_group_sum_ops<G>>(m))}) {
       opt.blocks = blocks;
       canopy::gpu_scheduler s(g, opt);
-      canopy::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
-      canopy::device_buffer<task_id> preds{g.predecessors()};
-      canopy::device_buffer<long long> value{static_cast<std::size_t>(g.task_count())};
-      canopy::device_buffer<int> lanes{static_cast<std::size_t>(g.task_count())};
+      group_sum_buffers b(g);
       for (int rep = 0; rep < 2; ++rep) {
-        value.upload(std::vector<long long>(value.size(), -1));
-        lanes.fill_bytes(0);
-        const group_sum_ops<G> op{pred_offsets.data(), preds.data(), value.data(), lanes.data()};
+        const group_sum_ops<G> op = b.fresh_op<G>();
         const bool tree_only = g.is_tree() && rep == 1;  // the tree's second run: the op declaring tree_only
         const auto r = tree_only ? s.run(tree_group_sum_ops<G>{op}) : s.run(op);
         const std::string what = std::string(canopy::to_string(m)) + " G=" + std::to_string(G) + " n=" +
                                  std::to_string(g.task_count()) + " blocks=" + std::to_string(blocks) +
                                  (tree_only ? " tree_only" : "");
         ASSERT_TRUE(r.ok()) << what << ": " << r.message;
-        const auto expect = canopy::testing::serial_values(g);
-        const auto v = value.download();
-        const auto l = lanes.download();
-        for (task_id t = 0; t < g.task_count(); ++t) {
-          ASSERT_EQ(l[t], expect_lanes) << what << ": task " << t;
-          ASSERT_EQ(v[t], expect[t]) << what << ": task " << t;
-        }
+        ASSERT_TRUE(b.each_task_once(expect_lanes)) << what;
       }
     }
   }
@@ -173,11 +194,7 @@ TEST_P(GpuSchedulerModes, EveryDealtSourceCountRunsEachTaskOnce) {
   const int expect_lanes = canopy::traits_of(m).block_fetch ? G : 1;
   for (const auto& g : graphs) {
     const auto sources = static_cast<std::int32_t>(g.sources().size());
-    canopy::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
-    canopy::device_buffer<task_id> preds{g.predecessors()};
-    canopy::device_buffer<long long> value{static_cast<std::size_t>(g.task_count())};
-    canopy::device_buffer<int> lanes{static_cast<std::size_t>(g.task_count())};
-    const auto expect = canopy::testing::serial_values(g);
+    group_sum_buffers b(g);
     canopy::scheduler_options opt;
     opt.mode = m;
     opt.deadline = std::chrono::seconds(5);
@@ -189,21 +206,14 @@ TEST_P(GpuSchedulerModes, EveryDealtSourceCountRunsEachTaskOnce) {
         opt.dealt_sources = dealt;
         canopy::gpu_scheduler s(g, opt);
         for (int rep = 0; rep < (g.is_tree() ? 2 : 1); ++rep) {
-          value.upload(std::vector<long long>(value.size(), -1));
-          lanes.fill_bytes(0);
-          const group_sum_ops<G> op{pred_offsets.data(), preds.data(), value.data(), lanes.data()};
+          const group_sum_ops<G> op = b.fresh_op<G>();
           const bool tree_only = rep == 1;
           const auto r = tree_only ? s.run(tree_group_sum_ops<G>{op}) : s.run(op);
           const std::string what = std::string(canopy::to_string(m)) + " n=" + std::to_string(g.task_count()) +
                                    " sources=" + std::to_string(sources) + " dealt=" + std::to_string(dealt) +
                                    " blocks=" + std::to_string(blocks) + (tree_only ? " tree_only" : "");
           ASSERT_TRUE(r.ok()) << what << ": " << r.message;
-          const auto v = value.download();
-          const auto l = lanes.download();
-          for (task_id t = 0; t < g.task_count(); ++t) {
-            ASSERT_EQ(l[t], expect_lanes) << what << ": task " << t;
-            ASSERT_EQ(v[t], expect[t]) << what << ": task " << t;
-          }
+          ASSERT_TRUE(b.each_task_once(expect_lanes)) << what;
         }
       }
     }
@@ -229,11 +239,7 @@ void check_urgent(mode m) {
   graphs.push_back(wide_fan_dag(2100));
   const int expect_lanes = canopy::traits_of(m).block_fetch ? G : 1;
   for (const auto& g : graphs) {
-    canopy::device_buffer<std::int32_t> pred_offsets{g.pred_offsets()};
-    canopy::device_buffer<task_id> preds{g.predecessors()};
-    canopy::device_buffer<long long> value{static_cast<std::size_t>(g.task_count())};
-    canopy::device_buffer<int> lanes{static_cast<std::size_t>(g.task_count())};
-    const auto expect = canopy::testing::serial_values(g);
+    group_sum_buffers b(g);
     canopy::scheduler_options opt;
     opt.mode = m;
     opt.deadline = std::chrono::seconds(5);
@@ -246,19 +252,12 @@ void check_urgent(mode m) {
         opt.global_queue_capacity = global_capacity;
         opt.shared_queue_capacity = global_capacity == 0 ? 0 : 4096;  // room for what the global queue refuses
         canopy::gpu_scheduler s(g, opt);
-        value.upload(std::vector<long long>(value.size(), -1));
-        lanes.fill_bytes(0);
-        const auto r = s.run(urgent_group_sum_ops<G>{{pred_offsets.data(), preds.data(), value.data(), lanes.data()}});
+        const auto r = s.run(urgent_group_sum_ops<G>{b.fresh_op<G>()});
         const std::string what = std::string(canopy::to_string(m)) + " G=" + std::to_string(G) + " n=" +
                                  std::to_string(g.task_count()) + " blocks=" + std::to_string(blocks) +
                                  " global=" + std::to_string(global_capacity);
         ASSERT_TRUE(r.ok()) << what << ": " << r.message;
-        const auto v = value.download();
-        const auto l = lanes.download();
-        for (task_id t = 0; t < g.task_count(); ++t) {
-          ASSERT_EQ(l[t], expect_lanes) << what << ": task " << t;
-          ASSERT_EQ(v[t], expect[t]) << what << ": task " << t;
-        }
+        ASSERT_TRUE(b.each_task_once(expect_lanes)) << what;
       }
     }
   }
