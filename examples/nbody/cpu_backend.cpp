@@ -110,7 +110,7 @@ bool gpu_backend_built() { return false; }
 bool gpu_backend_usable() { return false; }
 bool gpu_fmm_order_supported(int) { return false; }
 std::string gpu_fmm_orders() { return {}; }
-std::unique_ptr<resident_sim> make_resident_sim(const canopy::scheduler_options&, const walk_params&, int, int) {
+std::unique_ptr<resident_sim> make_resident_sim(const canopy::scheduler_options&, const walk_params&, int, int, bool) {
   throw std::runtime_error("gpu backend: this nbody was built without CUDA (CANOPY_GPU=OFF)");
 }
 #endif

@@ -93,6 +93,10 @@ int main(int argc, char** argv) {
   app.add_option("--solver", o.solver, "forces by the Barnes-Hut walk (bh) or the fast multipole method (fmm)")
       ->check(CLI::IsMember({"bh", "fmm"}))
       ->capture_default_str();
+  app.add_option("--fmm-schedule", o.fmm_schedule,
+                 fmt::format("fmm on the GPU: the evaluation level by level in a CUDA graph (graph) or as one task DAG in "
+                             "the persistent kernel (dag); default {}", nbody::default_fmm_schedule))
+      ->check(CLI::IsMember({"graph", "dag"}));
   app.add_option("--order", o.order,
                  fmt::format("fmm: expansion order ({}..{} on the CPU; on the GPU {})", nbody::min_fmm_order,
                              nbody::max_fmm_order,
@@ -175,6 +179,8 @@ int main(int argc, char** argv) {
     o.quadrupole = !monopole;
     if (app.count("--order") > 0 && o.solver != "fmm")
       throw std::invalid_argument("--order applies to --solver fmm only");
+    if (app.count("--fmm-schedule") > 0 && o.solver != "fmm")
+      throw std::invalid_argument("--fmm-schedule applies to --solver fmm only");
     nbody::validate(o);
   } catch (const std::exception& e) {
     return fail(nbody::exit_bad_input, e.what());

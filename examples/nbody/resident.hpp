@@ -87,10 +87,11 @@ bool gpu_fmm_order_supported(int order);
 std::string gpu_fmm_orders();
 
 // fmm_order 0: the Barnes-Hut walk (params: theta, eps2, quadrupole); else the FMM of that order
-// (params.theta its opening parameter, params.eps2 its softening). Throws std::invalid_argument for
+// (params.theta its opening parameter, params.eps2 its softening), evaluated by the level graph
+// (fmm_level_graph) or the task DAG in the persistent kernel. Throws std::invalid_argument for
 // an order the GPU evaluator lacks, std::runtime_error when the GPU part was not built or no
 // device is usable.
 std::unique_ptr<resident_sim> make_resident_sim(const canopy::scheduler_options& options, const walk_params& params,
-                                                int max_leaf, int fmm_order = 0);
+                                                int max_leaf, int fmm_order = 0, bool fmm_level_graph = false);
 
 }  // namespace nbody

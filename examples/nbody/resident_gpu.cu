@@ -72,8 +72,13 @@ namespace cf = canopy::fmm;
 
 class gpu_resident final : public resident_sim {
  public:
-  gpu_resident(const canopy::scheduler_options& options, const walk_params& params, int max_leaf, int fmm_order)
-      : params_(params), build_{max_leaf, ct::max_octree_depth}, sched_options_(options), fmm_order_(fmm_order) {
+  gpu_resident(const canopy::scheduler_options& options, const walk_params& params, int max_leaf, int fmm_order,
+               bool fmm_level_graph)
+      : params_(params),
+        build_{max_leaf, ct::max_octree_depth},
+        sched_options_(options),
+        fmm_order_(fmm_order),
+        fmm_level_graph_(fmm_level_graph) {
     if (fmm_order_ != 0 && !cf::gpu_order_supported(fmm_order_))
       throw std::invalid_argument("--order " + std::to_string(fmm_order_) + ": the GPU FMM is compiled for orders " +
                                   gpu_fmm_orders() + " (canopy::fmm::gpu_orders)");
@@ -86,12 +91,16 @@ class gpu_resident final : public resident_sim {
   }
 
   std::string describe() const override {
+    if (fmm_order_ != 0 && fmm_level_graph_)
+      return "gpu (resident), " + device_name_ + "; octree built on the device; FMM order " + std::to_string(fmm_order_) +
+             " (float expansions): geometry, interaction lists and task DAG built on the device, the evaluation level by "
+             "level in a CUDA graph (P2P on a branch; --fmm-schedule graph)";
     if (fmm_order_ != 0)
       return "gpu (resident), " + device_name_ + "; octree built on the device; FMM order " + std::to_string(fmm_order_) +
              " (float expansions): geometry, interaction lists and task DAG built on the device, the evaluation as one "
              "task DAG in the persistent kernel" +
              (fmm_ ? ", " + std::to_string(fmm_->dag_blocks()) + " blocks" : std::string()) + ", mode " +
-             std::string(canopy::to_string(sched_options_.mode));
+             std::string(canopy::to_string(sched_options_.mode)) + " (--fmm-schedule dag)";
     return "gpu (resident), " + device_name_ + "; octree built on the device; upward pass " +
            (runner_ ? runner_->describe() : std::string("not run")) + "; walk: a warp per group of <= 32 bodies, " +
            std::to_string(walk_blocks_) + " blocks x " + std::to_string(group_walk_warps * 32) + " threads";
@@ -167,9 +176,9 @@ class gpu_resident final : public resident_sim {
     if (fmm_order_ != 0) {
       // Another evaluator over the same device tree (a diagnostic: it builds its own lists).
       cf::gpu_evaluator other(fmm_order_, built_, theta, params_.eps2, sched_options_, stream_.s);
-      other.enqueue_dag(stream_.s);
+      evaluate(other, stream_.s);
       CANOPY_CUDA_TRY(cudaStreamSynchronize(stream_.s));
-      require_ok(other.last_dag_result());
+      if (!fmm_level_graph_) require_ok(other.last_dag_result());
       return to_forces(other.fields());
     }
     canopy::device_buffer<body_force> f(static_cast<std::size_t>(n_));
@@ -194,7 +203,7 @@ class gpu_resident final : public resident_sim {
 
   void wait() {
     CANOPY_CUDA_TRY(cudaStreamSynchronize(stream_.s));
-    if (fmm_) require_ok(fmm_->last_dag_result());
+    if (fmm_ && !fmm_level_graph_) require_ok(fmm_->last_dag_result());
     if (runner_) {
       const canopy::run_result r = runner_->last_result();
       if (!r.ok())
@@ -274,8 +283,15 @@ class gpu_resident final : public resident_sim {
     events_[7].record(s);
   }
 
+  // One FMM evaluation on stream s, by the schedule chosen (--fmm-schedule). The level graph is
+  // captured on the evaluator's first use of it (a new evaluator each tree: a capture a step).
+  void evaluate(cf::gpu_evaluator& fmm, cudaStream_t s) const {
+    if (fmm_level_graph_) fmm.enqueue_level_graph(s, true);
+    else fmm.enqueue_dag(s);
+  }
+
   // The FMM's part of build_and_walk, after the reorder: events_[4] .. events_[7] (setup, an empty
-  // accumulate, the DAG's run, kick).
+  // accumulate, the evaluation, kick).
   void fmm_step(float half_dt, bool energy) {
     cudaStream_t s = stream_.s;
     // The previous tree's evaluator goes first (its memory; its fields were read by this step's
@@ -285,8 +301,8 @@ class gpu_resident final : public resident_sim {
     fmm_.emplace(fmm_order_, built_, static_cast<double>(params_.theta), static_cast<double>(params_.eps2), sched_options_,
                  s);
     events_[4].record(s);
-    events_[5].record(s);  // P2M and M2M are tasks of the DAG: no separate accumulate
-    fmm_->enqueue_dag(s);
+    events_[5].record(s);  // P2M and M2M are the evaluation's: no separate accumulate
+    evaluate(*fmm_, s);
     events_[6].record(s);
     if (energy) CANOPY_CUDA_TRY(cudaMemsetAsync(sums_.data(), 0, sums_.bytes(), s));
     kick_energy_kernel<<<body_grid(n_), body_block, 0, s>>>(pos_.data(), vel_.data(), fmm_->device_fields(), n_, half_dt,
@@ -300,6 +316,7 @@ class gpu_resident final : public resident_sim {
   ct::build_options build_;
   canopy::scheduler_options sched_options_;
   int fmm_order_ = 0;  // 0: the Barnes-Hut walk
+  bool fmm_level_graph_ = false;  // the FMM level by level in a CUDA graph, else as the task DAG
   ct::upward_options pass_options_;
   std::string device_name_;
   std::int32_t n_ = 0;
@@ -333,8 +350,8 @@ std::string gpu_fmm_orders() {
 }
 
 std::unique_ptr<resident_sim> make_resident_sim(const canopy::scheduler_options& options, const walk_params& params,
-                                                int max_leaf, int fmm_order) {
-  return std::make_unique<gpu_resident>(options, params, max_leaf, fmm_order);
+                                                int max_leaf, int fmm_order, bool fmm_level_graph) {
+  return std::make_unique<gpu_resident>(options, params, max_leaf, fmm_order, fmm_level_graph);
 }
 
 }  // namespace nbody

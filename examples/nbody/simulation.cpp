@@ -506,7 +506,8 @@ T median_of(std::vector<T> v) {
 int run_gpu(const sim_options& o, const std::vector<ct::point>& pos0, const std::vector<vec3>& vel0,
             const walk_params& wp, const canopy::scheduler_options& sopt, unsigned threads) {
   const bool fmm = uses_fmm(o);
-  std::unique_ptr<resident_sim> sim = make_resident_sim(sopt, wp, o.max_leaf, fmm ? o.order : 0);
+  const bool level_graph = fmm && (o.fmm_schedule.empty() ? std::string(default_fmm_schedule) : o.fmm_schedule) == "graph";
+  std::unique_ptr<resident_sim> sim = make_resident_sim(sopt, wp, o.max_leaf, fmm ? o.order : 0, level_graph);
   const float dt = static_cast<float>(o.dt);
 
   // Step 0: upload, the first tree and forces (also the warm-up: module load, first allocations).
@@ -717,6 +718,9 @@ int run_simulation(const sim_options& o) {
   canopy::scheduler_options sopt;
   sopt.mode = o.mode;
   const bool use_gpu = o.backend == "gpu" || (o.backend == "auto" && gpu_backend_usable());
+  if (!use_gpu && uses_fmm(o) && !o.fmm_schedule.empty() && o.fmm_schedule != "dag")
+    throw std::invalid_argument("--fmm-schedule " + o.fmm_schedule +
+                                ": the CPU backend runs the FMM as a task DAG on the CPU scheduler (dag only); use --backend gpu");
   if (use_gpu && uses_fmm(o) && !gpu_fmm_order_supported(o.order))
     throw std::invalid_argument(fmt::format(
         "--order {}: the GPU FMM is compiled for orders {} (canopy::fmm::gpu_orders); use one of them or --backend cpu",

@@ -22,6 +22,10 @@ namespace nbody {
 // graph": smaller leaves double the M2L pairs, larger ones give a few leaves P2P lists of thousands
 // of leaves, one warp's work); warp-rounds runs the FMM's task DAG with no block barrier.
 inline constexpr int default_fmm_order = 5;
+// The GPU FMM's schedule without --fmm-schedule: the level graph, 1.5x faster than the task DAG at
+// 1M and 64k Plummer bodies once its M2L phase stages the sources in shared memory (H200;
+// bench/RESULTS.md, "The FMM as one task graph").
+inline constexpr const char* default_fmm_schedule = "graph";
 inline constexpr int default_fmm_max_leaf = 32;
 inline constexpr canopy::mode default_fmm_mode = canopy::mode::warp_rounds;
 // The orders the CPU path evaluates (canopy::fmm::min_order .. max_order); the GPU evaluator's are
@@ -47,6 +51,10 @@ struct sim_options {
   // `order`, opening parameter `theta` in its own criterion r_A + r_B < theta |z_A - z_B|).
   std::string solver = "bh";
   int order = default_fmm_order;
+  // How the GPU backend runs the FMM's evaluation: "graph" (its bodies level by level in a CUDA
+  // graph, P2P on a parallel branch) or "dag" (one task DAG in Canopy's persistent kernel); empty:
+  // default_fmm_schedule. The CPU backend runs the task DAG on the CPU scheduler and takes "dag" only.
+  std::string fmm_schedule;
 
   // --check: accuracy against direct summation and energy drift.
   bool check = false;

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fmm_test_support.hpp"
@@ -172,6 +173,63 @@ TEST_F(fmm_gpu, EveryModeRunsTheDag) {
       const canopy::run_result r = fmm.last_dag_result();
       ASSERT_TRUE(r.ok()) << canopy::to_string(r.code) << ": " << r.message;
       EXPECT_LE(largest_difference(fmm.fields(), reference), rounding_bound) << "run " << run;
+    }
+  }
+}
+
+// The bodies stage the expansions they read in shared memory, a slab for each of a block's first
+// four warps (gpu_tasks.cuh, stage_rows); the warps of larger blocks, and every warp of the kinds
+// left out of set_staged_kinds, read global memory instead. Both ways compute the same bits: blocks
+// of 256 and 384 threads (half or two thirds of the warps without a slab), every kind staged and
+// none give the fields of the defaults, bit for bit, at every order that stages, in the DAG and
+// the level graph alike. (512 threads of the bodies' 128 to 168 registers do not fit an SM.)
+TEST_F(fmm_gpu, StagedAndStreamedBodiesGiveTheSameBits) {
+  const problem p = make_problem(ct::generate_plummer(6000, 12), 16, 0.5);
+  const auto same_bits = [](const std::vector<cf::field<float>>& got, const std::vector<cf::field<float>>& expected) {
+    return got.size() == expected.size() && std::memcmp(got.data(), expected.data(), got.size() * sizeof got[0]) == 0;
+  };
+  for (const int order : {4, 5, 6}) {
+    SCOPED_TRACE("order " + std::to_string(order));
+    cf::gpu_evaluator reference(order, p.tree, p.geometry, p.lists, 1e-4);
+    EXPECT_EQ(reference.dag_staged_kinds(), cf::default_dag_staged_kinds);
+    EXPECT_EQ(reference.level_graph_staged_kinds(), cf::default_level_graph_staged_kinds);
+    reference.enqueue_dag();
+    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+    ASSERT_TRUE(reference.last_dag_result().ok());
+    const std::vector<cf::field<float>> expected = reference.fields();
+    ASSERT_FALSE(expected.empty());
+    // The DAG and the level graph (captured again after each change) with the defaults, with every
+    // kind staged, with none.
+    const unsigned all = cf::all_staged_kinds, dag_default = cf::default_dag_staged_kinds;
+    for (const auto& [dag_kinds, graph_kinds] : {std::pair{dag_default, all}, std::pair{all, 0u}, std::pair{0u, dag_default}}) {
+      reference.set_staged_kinds(dag_kinds, graph_kinds);
+      EXPECT_EQ(reference.dag_staged_kinds(), dag_kinds);
+      EXPECT_EQ(reference.level_graph_staged_kinds(), graph_kinds);
+      for (const bool dag : {true, false}) {
+        reference.poison();
+        if (dag) reference.enqueue_dag();
+        else reference.enqueue_level_graph();
+        CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+        if (dag) {
+          ASSERT_TRUE(reference.last_dag_result().ok());
+        }
+        EXPECT_TRUE(same_bits(reference.fields(), expected))
+            << (dag ? "task DAG" : "level graph") << ", staged kinds " << (dag ? dag_kinds : graph_kinds);
+      }
+    }
+    EXPECT_THROW(reference.set_staged_kinds(1u << 3, all), std::invalid_argument);
+    EXPECT_THROW(reference.set_staged_kinds(all, 1u << 4), std::invalid_argument);
+    EXPECT_EQ(reference.dag_staged_kinds(), 0u);  // unchanged by a refused call
+    for (const int threads : {256, 384}) {
+      canopy::scheduler_options o = cf::default_scheduler_options();
+      o.threads_per_block = threads;
+      cf::gpu_evaluator fmm(order, p.tree, p.geometry, p.lists, 1e-4, o);
+      fmm.poison();
+      fmm.enqueue_dag();
+      CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+      const canopy::run_result r = fmm.last_dag_result();
+      ASSERT_TRUE(r.ok()) << canopy::to_string(r.code) << ": " << r.message;
+      EXPECT_TRUE(same_bits(fmm.fields(), expected)) << threads << " threads a block";
     }
   }
 }

@@ -7,7 +7,7 @@
 //                        [--max-leaf 32] [--reps 20] [--sample 1000] [--full-check 200000] [--seed 1]
 //                        [--m2l-wait-levels 0] [--mode warp-rounds] [--blocks 0] [--idle-sleep-ns 0]
 //                        [--dealt-sources -1] [--p2p-part 16384] [--urgent-heights -1]
-//                        [--setup-reps 5] [--setup-only 0]
+//                        [--staged-kinds 5,7] [--setup-reps 5] [--setup-only 0]
 //
 // --dealt-sources: scheduler_options::dealt_sources for the DAG (-1: the evaluator deals the
 // leaves' up tasks and leaves the p2p tasks to be claimed, longest first; 2147483647: every source
@@ -15,6 +15,8 @@
 // --urgent-heights lists gpu_evaluator::set_urgent_height values (-1: no task urgent, the queues
 // first in, first out), each one more DAG variant (an evaluator of its own, for every
 // --m2l-wait-levels value), timed interleaved with the others in the same process.
+// --staged-kinds: gpu_evaluator::set_staged_kinds for every evaluator, the DAG's and the level
+// graphs' masks: bit 1 << kind for up (1), m2l (2), down (4); default 5,7 (the evaluator's).
 // --p2p-part: dag_shape::p2p_part_interactions, the P2P work (points x source points) above which
 // a leaf's P2P is cut into several tasks, in the DAG and the level graph alike (0: one a leaf).
 // --setup-reps: the set-up from the device-built octree, stage by stage (setup_stages below);
@@ -77,6 +79,8 @@ struct options {
   std::uint64_t seed = 1;
   std::vector<int> m2l_wait_levels{0};
   std::vector<int> urgent_heights{cf::default_urgent_height};
+  unsigned dag_staged = cf::default_dag_staged_kinds;  // gpu_evaluator::set_staged_kinds, every evaluator
+  unsigned graph_staged = cf::default_level_graph_staged_kinds;
   std::int64_t p2p_part = cf::dag_shape{}.p2p_part_interactions;  // 0: a p2p task a leaf
   canopy::mode mode = cf::default_scheduler_options().mode;
   int blocks = 0;  // the DAG's grid (scheduler_options::blocks; 0: the scheduler's choice)
@@ -100,6 +104,7 @@ canopy::scheduler_options scheduler_options_of(const options& o) {
                "canopy_fmm_gpu_bench: %s\nusage: canopy_fmm_gpu_bench [--n N[,N...]] [--order 4|5|6|8] [--theta T] [--eps2 E]\n"
                "       [--max-leaf L] [--reps R] [--sample S] [--full-check N] [--seed S] [--m2l-wait-levels K[,K...]]\n"
                "       [--mode MODE] [--blocks B] [--idle-sleep-ns S] [--dealt-sources D] [--p2p-part I] [--urgent-heights H[,H...]]\n"
+               "       [--staged-kinds DAG,GRAPH]\n"
                "       [--setup-reps R] [--setup-only 0|1]\n",
                why.c_str());
   std::exit(2);
@@ -140,6 +145,12 @@ options parse(int argc, char** argv) {
         std::stringstream ss(v);
         for (std::string item; std::getline(ss, item, ',');) o.m2l_wait_levels.push_back(std::stoi(item));
       }
+      else if (a == "--staged-kinds") {
+        const std::size_t comma = v.find(',');
+        if (comma == std::string::npos) usage("--staged-kinds wants two masks, DAG,GRAPH");
+        o.dag_staged = static_cast<unsigned>(std::stoul(v.substr(0, comma)));
+        o.graph_staged = static_cast<unsigned>(std::stoul(v.substr(comma + 1)));
+      }
       else if (a == "--urgent-heights") {
         o.urgent_heights.clear();
         std::stringstream ss(v);
@@ -156,6 +167,8 @@ options parse(int argc, char** argv) {
   if (o.dealt_sources < -1 || o.dealt_sources > std::numeric_limits<std::int32_t>::max())
     usage("--dealt-sources must be in [-1, 2^31 - 1]");
   if (o.blocks < 0) usage("--blocks must be >= 0");
+  if (((o.dag_staged | o.graph_staged) & ~cf::all_staged_kinds) != 0)
+    usage("--staged-kinds must be two masks of the bits of " + std::to_string(cf::all_staged_kinds));
   if (o.idle_sleep_ns < 0 || o.idle_sleep_ns > 1000000) usage("--idle-sleep-ns must be in [0, 1000000]");
   if (o.reps < 1 || o.sizes.empty()) usage("--reps must be >= 1 and --n must name a size");
   if (o.m2l_wait_levels.empty() || *std::min_element(o.m2l_wait_levels.begin(), o.m2l_wait_levels.end()) < 0)
@@ -336,13 +349,14 @@ int run_size(const options& o, std::size_t n) {
       dags.push_back(std::make_unique<cf::gpu_evaluator>(o.order, tree, geometry, lists, o.eps2, scheduler_options_of(o),
                                                          cf::dag_shape{k, o.p2p_part}));
       dags.back()->set_urgent_height(h);
+      dags.back()->set_staged_kinds(o.dag_staged, o.graph_staged);
       dag_wait.push_back(k);
       dag_urgent.push_back(h);
     }
   cf::gpu_evaluator& fmm = *dags.front();
   const cf::task_dag& dag = fmm.dag();
-  std::printf("\n## Plummer %zu points, order %d, theta %.2f, eps2 %g, max_leaf %d, DAG mode %s\n\n", n, o.order, o.theta, o.eps2,
-              o.max_leaf, std::string(canopy::to_string(o.mode)).c_str());
+  std::printf("\n## Plummer %zu points, order %d, theta %.2f, eps2 %g, max_leaf %d, DAG mode %s, staged kinds %u,%u\n\n", n,
+              o.order, o.theta, o.eps2, o.max_leaf, std::string(canopy::to_string(o.mode)).c_str(), o.dag_staged, o.graph_staged);
   std::printf("tree: %d nodes, %zu leaves, depth %d; M2L pairs %zu, P2P leaf pairs %zu; host tree+lists %.2f s, "
               "CPU reference (%s) %.2f s\n",
               tree.node_count(), tree.leaves.size(), tree.depth, lists.m2l_source.size(), lists.p2p_source.size(),

@@ -162,7 +162,11 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     finish(eps2);
   }
 
-  void enqueue_dag(cudaStream_t stream) override { sched_->run_async(dag_ops<P>{tasks_}, stream); }
+  void enqueue_dag(cudaStream_t stream) override {
+    gpu_tasks<P> tasks = tasks_;
+    tasks.staged = dag_staged_;
+    sched_->run_async(dag_ops<P>{tasks}, stream);
+  }
 
   void enqueue_level_graph(cudaStream_t stream, bool near_field_branch) override {
     CANOPY_CUDA_TRY(cudaGraphLaunch(level_graph(near_field_branch), stream));
@@ -274,6 +278,22 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   }
   int urgent_height() const override { return urgent_height_; }
 
+  void set_staged_kinds(unsigned dag, unsigned level_graph) override {
+    static_assert(all_staged_kinds == staged_kinds_all);
+    for (const unsigned kinds : {dag, level_graph})
+      if ((kinds & ~all_staged_kinds) != 0)
+        throw std::invalid_argument("fmm::gpu_evaluator: staged kinds " + std::to_string(kinds) +
+                                    " name a kind that does not stage (bits of " + std::to_string(all_staged_kinds) + " only)");
+    dag_staged_ = dag;
+    if (level_graph == graph_staged_) return;
+    CANOPY_CUDA_TRY(cudaDeviceSynchronize());  // no captured graph still runs when it is dropped
+    graph_staged_ = level_graph;
+    serial_ = graph_exec{};  // captured with the old setting: again on the next use
+    branch_ = graph_exec{};
+  }
+  unsigned dag_staged_kinds() const override { return dag_staged_; }
+  unsigned level_graph_staged_kinds() const override { return graph_staged_; }
+
   canopy::run_result last_dag_result() const override { return sched_->last_result(); }
   std::vector<field<float>> fields() const override { return fields_.download(); }
   const field<float>* device_fields() const override { return fields_.data(); }
@@ -376,6 +396,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     const auto blocks = static_cast<unsigned>((static_cast<std::int64_t>(count) * 32 + threads - 1) / threads);
     gpu_tasks<P> tasks = tasks_;
     tasks.clocks = clocks;
+    tasks.staged = graph_staged_;
     phase_kernel<P, K><<<blocks, threads, 0, s>>>(tasks, nodes, count);
     CANOPY_CUDA_TRY(cudaGetLastError());
     ++kernels;
@@ -448,6 +469,8 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   const std::int32_t *m2l_target_ptr_ = nullptr, *down_node_ptr_ = nullptr, *l2p_leaf_ptr_ = nullptr,
                      *internal_node_ptr_ = nullptr;
   gpu_tasks<P> tasks_{};
+  unsigned dag_staged_ = default_dag_staged_kinds;            // set_staged_kinds
+  unsigned graph_staged_ = default_level_graph_staged_kinds;
   device_buffer<unsigned long long> clocks_;  // set_task_clocks' counts
   device_buffer<unsigned long long> timeline_;  // set_task_timeline's times
   device_buffer<int> height_;  // each node's height (heights_kernel), for set_urgent_height

@@ -64,6 +64,19 @@ inline canopy::scheduler_options default_scheduler_options() {
 /// (docs/FMM.md).
 inline constexpr int default_urgent_height = -1;
 
+/// gpu_evaluator::set_staged_kinds: a bit (1 << kind) for each task kind whose body copies the
+/// expansions it reads into shared memory before its arithmetic (one round trip to L2 for all of
+/// them, where a body that streams them waits for each 16-byte chunk in turn): up (M2M's children),
+/// m2l (a batch of 32 sources), down (L2L's parent and the node's own local).
+inline constexpr unsigned all_staged_kinds = 1u << static_cast<int>(task_kind::up) | 1u << static_cast<int>(task_kind::m2l) |
+                                             1u << static_cast<int>(task_kind::down);
+/// The DAG's default: up and down. Its m2l bodies stream: staged, they ran 20% slower in the DAG
+/// (where they share the SMs with p2p bodies) though 1.5x faster in the level graph's M2L phase
+/// (H200, 1M Plummer points, order 5; bench/RESULTS.md).
+inline constexpr unsigned default_dag_staged_kinds = 1u << static_cast<int>(task_kind::up) | 1u << static_cast<int>(task_kind::down);
+/// The level graphs' default: every kind that stages.
+inline constexpr unsigned default_level_graph_staged_kinds = all_staged_kinds;
+
 /// Per task kind (task_kind's order: up, m2l, down, l2p, p2p), the SM clock cycles the bodies took,
 /// how many ran and the longest body (clock64 of the body's first lane around the body, after the
 /// group converged).
@@ -97,6 +110,9 @@ class gpu_evaluator_base {
   virtual std::vector<unsigned long long> read_task_timeline() = 0;
   virtual void set_urgent_height(int min_height) = 0;
   virtual int urgent_height() const = 0;
+  virtual void set_staged_kinds(unsigned dag, unsigned level_graph) = 0;
+  virtual unsigned dag_staged_kinds() const = 0;
+  virtual unsigned level_graph_staged_kinds() const = 0;
   virtual canopy::run_result last_dag_result() const = 0;
   virtual std::vector<field<float>> fields() const = 0;
   virtual const field<float>* device_fields() const = 0;
@@ -169,6 +185,16 @@ class gpu_evaluator {
   /// Default default_urgent_height (none). Synchronous; results do not depend on it.
   void set_urgent_height(int min_height) { impl_->set_urgent_height(min_height); }
   int urgent_height() const { return impl_->urgent_height(); }
+  /// Which task kinds' bodies stage the expansions they read in shared memory (all_staged_kinds'
+  /// bits; the others read them straight from global memory): in the DAG, and in the level graphs
+  /// (and time_level_phases). Orders up to 6 (order 8's bodies never stage). Defaults
+  /// default_dag_staged_kinds and default_level_graph_staged_kinds, each the faster measured for
+  /// its schedule. Results do not depend on it, bit for bit. Synchronous; the level graphs are
+  /// captured again on their next use. Throws std::invalid_argument for a bit outside
+  /// all_staged_kinds.
+  void set_staged_kinds(unsigned dag, unsigned level_graph) { impl_->set_staged_kinds(dag, level_graph); }
+  unsigned dag_staged_kinds() const { return impl_->dag_staged_kinds(); }
+  unsigned level_graph_staged_kinds() const { return impl_->level_graph_staged_kinds(); }
   /// After synchronising the stream of the last enqueue_dag: its result (a timeout or error of
   /// the scheduler; the level graph's errors are the stream's, seen by the synchronisation).
   canopy::run_result last_dag_result() const { return impl_->last_dag_result(); }

@@ -82,6 +82,63 @@ __device__ __forceinline__ void sum_and_store_registers(const lane_group<G>& g, 
   }
 }
 
+// Staging in shared memory. A lane that streams an expansion's 16-byte chunks into its arithmetic
+// (register_kernels.cuh) waits for each chunk in turn: at order 5, 14 dependent round trips to L2
+// a pair, with too few registers left to have them in flight at once. So a warp first copies the
+// expansions a batch needs (an M2L batch's 32 sources, an M2M's children, an L2L's parent) into a
+// slab of its own in shared memory, every lane copying its share of the chunks at once (one round
+// trip), and the arithmetic then reads the slab. A slab's rows are the expansions, an odd number of
+// chunks apart, so that 8 lanes reading a chunk of 8 rows each hit other banks. Slabs serve the
+// first staging_warps warps of a block (the default 128-thread blocks of the scheduler and of the
+// phase kernels); the warps of larger blocks, and the kinds a run does not stage (gpu_tasks::staged:
+// the DAG's m2l bodies by default, gpu_evaluate.hpp), read global memory as before, with the same
+// bits.
+inline constexpr int staging_warps = 4;
+// The kinds that stage (bit 1 << kind): up (M2M), m2l, down (L2L).
+inline constexpr unsigned staged_kinds_all = 1u << static_cast<int>(task_kind::up) | 1u << static_cast<int>(task_kind::m2l) |
+                                             1u << static_cast<int>(task_kind::down);
+template <int P>
+inline constexpr int expansion_chunks = static_cast<int>(sizeof(multipole_expansion<float, P>) / sizeof(float4));
+template <int P>
+inline constexpr int staging_stride = expansion_chunks<P> | 1;
+
+// This warp's slab (32 rows of staging_stride<P> chunks), or null in a warp past staging_warps.
+template <int P>
+__device__ __forceinline__ float4* warp_staging_slab() {
+  __shared__ float4 slabs[staging_warps][32 * staging_stride<P>];
+  const unsigned warp = threadIdx.x / 32;
+  return warp < staging_warps ? slabs[warp] : nullptr;
+}
+
+// Copies `rows` (at most MaxRows) expansions into the slab, row r from row(r) (a const float4*;
+// called in every lane with r below 32, whatever `rows`, so that it may shuffle), and converges
+// the warp. Each lane copies its ceil(MaxRows C / 32) chunks at once with cp.async (global to shared
+// memory past L1, as __ldcg reads, and through no register).
+template <int P, int MaxRows, class Row>
+__device__ __forceinline__ void stage_rows(float4* slab, int rows, int rank, const Row& row) {
+  constexpr int C = expansion_chunks<P>, S = staging_stride<P>;
+  constexpr int per_lane = (MaxRows * C + 31) / 32;
+  static_assert(MaxRows <= 32);
+  static_assert(sizeof(multipole_expansion<float, P>) % sizeof(float4) == 0 &&
+                sizeof(local_expansion<float, P>) == sizeof(multipole_expansion<float, P>));
+  static_for<per_lane>([&](auto qi) {
+    const int idx = rank + 32 * decltype(qi)::value, r = idx / C;
+    const float4* src = row(r < 32 ? r : 31) + (idx - r * C);
+    if (r < rows) {
+#if __CUDA_ARCH__ >= 800
+      const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(slab + r * S + (idx - r * C)));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+#else
+      slab[r * S + (idx - r * C)] = __ldcg(src);
+#endif
+    }
+  });
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+#endif
+  __syncwarp();
+}
+
 // The body clocks' slots (gpu_tasks::clocks): per kind, the cycles its bodies took, how many ran
 // and the longest; one set of every kind's is clock_slots words (the level graph's phase timing
 // keeps one set a phase).
@@ -103,6 +160,15 @@ struct gpu_tasks {
   // Per task, 1 when the scheduler should run it before the other ready tasks (dag_ops::urgent,
   // gpu_evaluator::set_urgent_height); null: none is.
   const std::uint8_t* urgent = nullptr;
+  // Which kinds stage their expansions in shared memory (bit 1 << kind, staged_kinds_all: up,
+  // m2l, down; gpu_evaluator::set_staged_kinds); the others stream them from global memory. Same
+  // bits either way.
+  unsigned staged = staged_kinds_all;
+
+  // The warp's staging slab for a body of kind k, or null: not staged, or no slab for this warp.
+  __device__ __forceinline__ float4* slab_for(task_kind k) const {
+    return (staged >> static_cast<int>(k) & 1u) != 0 ? warp_staging_slab<P>() : nullptr;
+  }
 
   __device__ __forceinline__ long long clock_start() const { return clocks != nullptr ? clock64() : 0; }
   template <int G>
@@ -131,7 +197,16 @@ struct gpu_tasks {
         for (std::int32_t j = g.rank; j < d.point_count[n]; j += G) p2m_point_registers<P>(pts[j], f, m);
       } else {
         const std::int32_t first = d.first_child[n];
-        for (std::int32_t c = first + g.rank; c < first + children; c += G) m2m_registers<P>(d.multipoles[c], d.frames[c], f, m);
+        float4* slab = G == 32 && children <= 8 ? slab_for(task_kind::up) : nullptr;
+        if (slab != nullptr) {
+          const float4* child_chunks = reinterpret_cast<const float4*>(d.multipoles[first].c);
+          stage_rows<P, 8>(slab, children, g.rank, [&](int r) { return child_chunks + r * expansion_chunks<P>; });
+          if (g.rank < children)
+            m2m_registers<P>(staged_chunks{slab + g.rank * staging_stride<P>}, d.frames[first + g.rank], f, m);
+        } else {
+          for (std::int32_t c = first + g.rank; c < first + children; c += G)
+            m2m_registers<P>(chunks_of(d.multipoles[c]), d.frames[c], f, m);
+        }
       }
       sum_and_store_registers(g, m, d.multipoles[n].c);
       return;
@@ -169,12 +244,25 @@ struct gpu_tasks {
       const auto coefficient = [&](int j) { return G == 32 ? g.rank * share + j : j * G + g.rank; };
       float sum[share];
       static_for<share>([&](auto i) { sum[decltype(i)::value] = 0.f; });
+      // A warp stages each batch's sources (stage_rows) and loads the next batch's ids meanwhile.
+      float4* slab = G == 32 ? slab_for(task_kind::m2l) : nullptr;
+      std::int32_t next = begin + g.rank < end ? d.m2l_source[begin + g.rank] : 0;
       for (std::int32_t base = begin; base < end; base += G) {
         const std::int32_t k = base + g.rank;
         float pair[N];
-        if (k < end) {
+        if (slab != nullptr) {
+          const std::int32_t s = next;
+          frame<float> sf{};
+          if (k < end) sf = d.frames[s];
+          if (k + G < end) next = d.m2l_source[k + G];
+          const float4* multipoles = reinterpret_cast<const float4*>(d.multipoles);
+          stage_rows<P, 32>(slab, end - base, g.rank,
+                            [&](int r) { return multipoles + std::int64_t{__shfl_sync(0xffffffffu, s, r)} * expansion_chunks<P>; });
+          if (k < end) m2l_pair_registers<P>(staged_chunks{slab + g.rank * staging_stride<P>}, sf, tf, d.eps2, pair);
+          else static_for<N>([&](auto i) { pair[decltype(i)::value] = 0.f; });
+        } else if (k < end) {
           const std::int32_t s = d.m2l_source[k];
-          m2l_pair_registers<P>(d.multipoles[s], d.frames[s], tf, d.eps2, pair);
+          m2l_pair_registers<P>(chunks_of(d.multipoles[s]), d.frames[s], tf, d.eps2, pair);
         } else {
           static_for<N>([&](auto i) { pair[decltype(i)::value] = 0.f; });
         }
@@ -182,6 +270,7 @@ struct gpu_tasks {
           float v[32 * share];
           warp_reduce_scatter<N>(g.rank, pair, v);
           static_for<share>([&](auto i) { sum[decltype(i)::value] += v[decltype(i)::value]; });
+          __syncwarp();  // every lane is done with the slab before the next batch overwrites it
         } else {
           static_for<N>([&](auto ii) {
             constexpr int i = decltype(ii)::value;
@@ -223,10 +312,28 @@ struct gpu_tasks {
       return;
     }
     if constexpr (P <= register_m2l_max_order) {
-      if (g.rank != 0) return;
       constexpr int N = local::size;
+      // A warp stages the parent's local (row 0) and the node's own (row 1) at once; lane 0 sums.
+      float4* slab = G == 32 ? slab_for(task_kind::down) : nullptr;
+      if (slab != nullptr) {
+        const float4* parent_chunks = reinterpret_cast<const float4*>(d.locals[p].c);
+        const float4* own_chunks = reinterpret_cast<const float4*>(out);
+        stage_rows<P, 2>(slab, own ? 2 : 1, g.rank, [&](int r) { return r == 0 ? parent_chunks : own_chunks; });
+        if (g.rank == 0) {
+          float acc[N];
+          l2l_registers<P>(staged_chunks{slab}, d.frames[p], cf, acc);
+          const float* own_staged = reinterpret_cast<const float*>(slab + staging_stride<P>);
+          static_for<N>([&](auto ji) {
+            constexpr int j = decltype(ji)::value;
+            out[j] = (own ? own_staged[j] : 0.f) + acc[j];
+          });
+        }
+        __syncwarp();  // lane 0 is done with the slab before the warp's next body stages into it
+        return;
+      }
+      if (g.rank != 0) return;
       float acc[N];
-      l2l_registers<P>(d.locals[p], d.frames[p], cf, acc);
+      l2l_registers<P>(chunks_of(d.locals[p]), d.frames[p], cf, acc);
       static_for<N>([&](auto ji) {
         constexpr int j = decltype(ji)::value;
         out[j] = (own ? __ldcg(out + j) : 0.f) + acc[j];

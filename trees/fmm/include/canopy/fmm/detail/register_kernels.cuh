@@ -100,6 +100,22 @@ __device__ __forceinline__ void derivative_tensor_registers(float rx, float ry, 
   });
 }
 
+// Where a kernel reads an expansion's 16-byte chunks: from global memory that another task of the
+// run wrote (past L1), or from a copy its warp staged in shared memory (gpu_tasks.cuh's
+// stage_rows). The arithmetic is the same either way, so are the bits.
+struct written_chunks {
+  const float4* p;
+  __device__ __forceinline__ float4 operator()(int c) const { return __ldcg(p + c); }
+};
+struct staged_chunks {
+  const float4* p;
+  __device__ __forceinline__ float4 operator()(int c) const { return p[c]; }
+};
+template <class E>
+__device__ __forceinline__ written_chunks chunks_of(const E& e) {
+  return {reinterpret_cast<const float4*>(e.c)};
+}
+
 // Coefficient i of an expansion read as 16-byte chunks (expansion.hpp aligns float expansions):
 // chunk holds coefficients 4 (i / 4) .. 4 (i / 4) + 3, loaded when i is a multiple of 4.
 template <int I>
@@ -112,10 +128,10 @@ __device__ __forceinline__ float chunk_part(const float4& chunk) {
 
 // One M2L pair's contribution, kernels.hpp's m2l into a zeroed local:
 //   t_k = beta^(|k|+1) sum_{|n| <= P-|k|} (-alpha)^|n| Mt_n Dh_{n+k}
-// The source's coefficients are streamed (16-byte loads past L1: another task of the run wrote
-// them), each used for all its k at once, so only Dh and t stay live.
-template <int P>
-__device__ __forceinline__ void m2l_pair_registers(const multipole_expansion<float, P>& source, const frame<float>& sf,
+// The source's coefficients are streamed (its 16-byte chunks from `source`: written_chunks or
+// staged_chunks), each used for all its k at once, so only Dh and t stay live.
+template <int P, class Chunks>
+__device__ __forceinline__ void m2l_pair_registers(const Chunks& source, const frame<float>& sf,
                                                    const frame<float>& tf, float eps2, float (&t)[coefficient_count(P)]) {
   constexpr int N = coefficient_count(P);
   const float rx = tf.center[0] - sf.center[0], ry = tf.center[1] - sf.center[1], rz = tf.center[2] - sf.center[2];
@@ -128,12 +144,11 @@ __device__ __forceinline__ void m2l_pair_registers(const multipole_expansion<flo
   const float alpha = -sf.scale * inv_sigma;
   static_for<P>([&](auto i) { alpha_power[decltype(i)::value + 1] = alpha_power[decltype(i)::value] * alpha; });
   static_for<N>([&](auto i) { t[decltype(i)::value] = 0.f; });
-  const float4* chunks = reinterpret_cast<const float4*>(source.c);
   float4 chunk;
   static_for<N>([&](auto ni) {
     constexpr int n = decltype(ni)::value;
     constexpr int on = multi_of(n).order;
-    if constexpr (n % 4 == 0) chunk = __ldcg(chunks + n / 4);
+    if constexpr (n % 4 == 0) chunk = source(n / 4);
     const float w = chunk_part<n>(chunk) * alpha_power[on];
     static_for<coefficient_count(P - on)>([&](auto ki) {
       constexpr int k = decltype(ki)::value;
@@ -193,9 +208,10 @@ __device__ __forceinline__ void p2m_point_registers(const trees::point& q, const
 
 // M2M of one child: kernels.hpp's m2m, adding into m,
 //   Mt^A_{k+j} += Mt^C_k rho^|k| S_j(d / s_A)  for |k + j| <= P,
-// the child's coefficients streamed (each used for all its j at once), so that only S and m stay live.
-template <int P>
-__device__ __forceinline__ void m2m_registers(const multipole_expansion<float, P>& child, const frame<float>& cf,
+// the child's coefficients streamed from `child` (written_chunks or staged_chunks; each used for all
+// its j at once), so that only S and m stay live.
+template <int P, class Chunks>
+__device__ __forceinline__ void m2m_registers(const Chunks& child, const frame<float>& cf,
                                               const frame<float>& pf, float (&m)[coefficient_count(P)]) {
   constexpr int N = coefficient_count(P);
   const float inv_s = 1.f / pf.scale;
@@ -206,12 +222,11 @@ __device__ __forceinline__ void m2m_registers(const multipole_expansion<float, P
   float rho_power[P + 1];
   rho_power[0] = 1.f;
   static_for<P>([&](auto i) { rho_power[decltype(i)::value + 1] = rho_power[decltype(i)::value] * rho; });
-  const float4* chunks = reinterpret_cast<const float4*>(child.c);
   float4 chunk;
   static_for<N>([&](auto ki) {
     constexpr int k = decltype(ki)::value;
     constexpr int ok = multi_of(k).order;
-    if constexpr (k % 4 == 0) chunk = __ldcg(chunks + k / 4);
+    if constexpr (k % 4 == 0) chunk = child(k / 4);
     const float w = chunk_part<k>(chunk) * rho_power[ok];
     static_for<coefficient_count(P - ok)>([&](auto ji) {
       constexpr int j = decltype(ji)::value;
@@ -222,9 +237,10 @@ __device__ __forceinline__ void m2m_registers(const multipole_expansion<float, P
 
 // L2L into one child: kernels.hpp's l2l with the sums over m ordered by the parent's coefficient,
 //   acc_j = sum_{j <= i} Ft^B_i S_{i-j}(t / s_B),  out_j = own_j + (s_C / s_B)^(|j|+1) acc_j,
-// the parent's coefficients streamed, so that only S and acc stay live.
-template <int P>
-__device__ __forceinline__ void l2l_registers(const local_expansion<float, P>& parent, const frame<float>& pf,
+// the parent's coefficients streamed from `parent` (written_chunks or staged_chunks), so that only S
+// and acc stay live.
+template <int P, class Chunks>
+__device__ __forceinline__ void l2l_registers(const Chunks& parent, const frame<float>& pf,
                                               const frame<float>& cf, float (&acc)[coefficient_count(P)]) {
   constexpr int N = coefficient_count(P);
   const float inv_s = 1.f / pf.scale;
@@ -232,12 +248,11 @@ __device__ __forceinline__ void l2l_registers(const local_expansion<float, P>& p
   scaled_monomials_registers<P>((cf.center[0] - pf.center[0]) * inv_s, (cf.center[1] - pf.center[1]) * inv_s,
                                 (cf.center[2] - pf.center[2]) * inv_s, s);
   static_for<N>([&](auto j) { acc[decltype(j)::value] = 0.f; });
-  const float4* chunks = reinterpret_cast<const float4*>(parent.c);
   float4 chunk;
   static_for<N>([&](auto ii) {
     constexpr int i = decltype(ii)::value;
     constexpr multi_index_parts ip = multi_of(i);
-    if constexpr (i % 4 == 0) chunk = __ldcg(chunks + i / 4);
+    if constexpr (i % 4 == 0) chunk = parent(i / 4);
     const float f = chunk_part<i>(chunk);
     static_for<ip.x + 1>([&](auto ax) {
       static_for<ip.y + 1>([&](auto ay) {
