@@ -530,10 +530,18 @@ struct dag_ops {
 };
 static_assert(std::is_trivially_copyable_v<dag_ops<4>>);
 
+// The phase kernels' register budget. Left alone, ptxas gives the staged M2L of order 5 152
+// registers (three 128-thread blocks an SM); capped at 128 (four blocks, no spill) its phase took
+// 2.70 ms at 1M Plummer points against 2.82 (H200). At order 4 the cap cost 8% (1.88 against 1.74
+// ms), so only order 5 has it (bench/results/h200/fmm_staging/phase_cap/).
+template <int P, task_kind K>
+inline constexpr int phase_min_blocks = K == task_kind::m2l && P == 5 ? 4 : 1;
+
 // The baseline's kernel: one kind over a list of nodes, a warp per node (blocks of 128 threads);
 // P2P over the p2p tasks' indices (nodes unused).
 template <int P, task_kind K>
-__global__ void phase_kernel(gpu_tasks<P> tasks, const std::int32_t* nodes, std::int32_t count) {
+__global__ void __launch_bounds__(128, phase_min_blocks<P, K>) phase_kernel(gpu_tasks<P> tasks, const std::int32_t* nodes,
+                                                                            std::int32_t count) {
   const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (warp >= count) return;  // the whole warp leaves together: no shuffle below misses a lane
   const lane_group<32> g = lane_group<32>::here();
