@@ -12,6 +12,8 @@ endif()
 if(NOT out STREQUAL "")
   message(FATAL_ERROR "expected nothing on stdout")
 endif()
+# A ';' would split a line in two when the matches below become a list.
+string(REPLACE ";" "," err "${err}")
 string(REGEX MATCHALL "[^\n]*\n" lines "${err}")
 list(LENGTH lines n)
 if(NOT n EQUAL LINES)

@@ -720,7 +720,8 @@ int run_simulation(const sim_options& o) {
   const bool use_gpu = o.backend == "gpu" || (o.backend == "auto" && gpu_backend_usable());
   if (!use_gpu && uses_fmm(o) && !o.fmm_schedule.empty() && o.fmm_schedule != "dag")
     throw std::invalid_argument("--fmm-schedule " + o.fmm_schedule +
-                                ": the CPU backend runs the FMM as a task DAG on the CPU scheduler (dag only); use --backend gpu");
+                                ": the CPU backend runs the FMM as a task DAG on the CPU scheduler, dag only (the graph needs "
+                                "--backend gpu)");
   if (use_gpu && uses_fmm(o) && !gpu_fmm_order_supported(o.order))
     throw std::invalid_argument(fmt::format(
         "--order {}: the GPU FMM is compiled for orders {} (canopy::fmm::gpu_orders); use one of them or --backend cpu",
