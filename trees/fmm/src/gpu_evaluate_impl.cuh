@@ -284,12 +284,13 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
       if ((kinds & ~all_staged_kinds) != 0)
         throw std::invalid_argument("fmm::gpu_evaluator: staged kinds " + std::to_string(kinds) +
                                     " name a kind that does not stage (bits of " + std::to_string(all_staged_kinds) + " only)");
-    dag_staged_ = dag;
-    if (level_graph == graph_staged_) return;
-    CANOPY_CUDA_TRY(cudaDeviceSynchronize());  // no captured graph still runs when it is dropped
+    if (level_graph != graph_staged_) {
+      CANOPY_CUDA_TRY(cudaDeviceSynchronize());  // no captured graph still runs when it is dropped
+      serial_ = graph_exec{};  // captured with the old setting: again on the next use
+      branch_ = graph_exec{};
+    }
+    dag_staged_ = dag;  // both only once nothing can throw
     graph_staged_ = level_graph;
-    serial_ = graph_exec{};  // captured with the old setting: again on the next use
-    branch_ = graph_exec{};
   }
   unsigned dag_staged_kinds() const override { return dag_staged_; }
   unsigned level_graph_staged_kinds() const override { return graph_staged_; }

@@ -11,9 +11,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "canopy/cuda/device.hpp"
@@ -51,11 +53,27 @@ constexpr std::uint32_t auto_idle_sleep_ns(int grid) {
 /// the longer sleep takes it off the shared lines (see bench/RESULTS.md).
 inline constexpr std::uint32_t auto_idle_sleep_long_ns = 65536;
 
+/// The static shared memory of `kernel`: the runtime's few words, and whatever __shared__ arrays
+/// the Ops's bodies declare (the FMM's staging slabs, 18 to 42 KB). Looked up once a kernel: a
+/// cudaFuncGetAttributes call costs about a microsecond, and every enqueue asks.
+inline std::size_t static_shared_bytes(const void* kernel) {
+  static std::mutex lock;
+  static std::vector<std::pair<const void*, std::size_t>> known;
+  const std::lock_guard<std::mutex> hold(lock);
+  for (const auto& [k, bytes] : known)
+    if (k == kernel) return bytes;
+  cudaFuncAttributes attr{};
+  cuda_check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes");
+  known.emplace_back(kernel, attr.sharedSizeBytes);
+  return attr.sharedSizeBytes;
+}
+
 /// Lets `kernel` be launched with `bytes` of dynamic shared memory. The limit is a property of the
 /// kernel, not of a scheduler, so it is only ever raised: a second scheduler with a smaller private
-/// queue used to lower it under the first, whose next launch then failed.
+/// queue used to lower it under the first, whose next launch then failed. Static and dynamic
+/// shared memory together need the opt-in above 48 KB, so the kernel's static bytes count.
 inline void allow_dynamic_shared_bytes(const void* kernel, std::size_t bytes) {
-  if (bytes <= 48 * 1024) return;
+  if (static_shared_bytes(kernel) + bytes <= 48 * 1024) return;
   cudaFuncAttributes attr{};
   cuda_check(cudaFuncGetAttributes(&attr, kernel), "cudaFuncGetAttributes");
   if (static_cast<std::size_t>(attr.maxDynamicSharedSizeBytes) < bytes)

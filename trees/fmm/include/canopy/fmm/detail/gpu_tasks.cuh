@@ -203,6 +203,7 @@ struct gpu_tasks {
           stage_rows<P, 8>(slab, children, g.rank, [&](int r) { return child_chunks + r * expansion_chunks<P>; });
           if (g.rank < children)
             m2m_registers<P>(staged_chunks{slab + g.rank * staging_stride<P>}, d.frames[first + g.rank], f, m);
+          __syncwarp();  // every lane is done with the slab before the warp's next body stages into it
         } else {
           for (std::int32_t c = first + g.rank; c < first + children; c += G)
             m2m_registers<P>(chunks_of(d.multipoles[c]), d.frames[c], f, m);
