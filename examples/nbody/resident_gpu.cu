@@ -91,16 +91,15 @@ class gpu_resident final : public resident_sim {
   }
 
   std::string describe() const override {
-    if (fmm_order_ != 0 && fmm_level_graph_)
-      return "gpu (resident), " + device_name_ + "; octree built on the device; FMM order " + std::to_string(fmm_order_) +
-             " (float expansions): geometry, interaction lists and task DAG built on the device, the evaluation level by "
-             "level in a CUDA graph (P2P on a branch; --fmm-schedule graph)";
-    if (fmm_order_ != 0)
-      return "gpu (resident), " + device_name_ + "; octree built on the device; FMM order " + std::to_string(fmm_order_) +
-             " (float expansions): geometry, interaction lists and task DAG built on the device, the evaluation as one "
-             "task DAG in the persistent kernel" +
+    if (fmm_order_ != 0) {
+      const std::string fmm = "gpu (resident), " + device_name_ + "; octree built on the device; FMM order " +
+                              std::to_string(fmm_order_) +
+                              " (float expansions): geometry, interaction lists and task DAG built on the device, ";
+      if (fmm_level_graph_) return fmm + "the evaluation level by level in a CUDA graph (P2P on a branch; --fmm-schedule graph)";
+      return fmm + "the evaluation as one task DAG in the persistent kernel" +
              (fmm_ ? ", " + std::to_string(fmm_->dag_blocks()) + " blocks" : std::string()) + ", mode " +
              std::string(canopy::to_string(sched_options_.mode)) + " (--fmm-schedule dag)";
+    }
     return "gpu (resident), " + device_name_ + "; octree built on the device; upward pass " +
            (runner_ ? runner_->describe() : std::string("not run")) + "; walk: a warp per group of <= 32 bodies, " +
            std::to_string(walk_blocks_) + " blocks x " + std::to_string(group_walk_warps * 32) + " threads";

@@ -279,7 +279,6 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   int urgent_height() const override { return urgent_height_; }
 
   void set_staged_kinds(unsigned dag, unsigned level_graph) override {
-    static_assert(all_staged_kinds == staged_kinds_all);
     for (const unsigned kinds : {dag, level_graph})
       if ((kinds & ~all_staged_kinds) != 0)
         throw std::invalid_argument("fmm::gpu_evaluator: staged kinds " + std::to_string(kinds) +

@@ -64,15 +64,10 @@ inline canopy::scheduler_options default_scheduler_options() {
 /// (docs/FMM.md).
 inline constexpr int default_urgent_height = -1;
 
-/// gpu_evaluator::set_staged_kinds: a bit (1 << kind) for each task kind whose body copies the
-/// expansions it reads into shared memory before its arithmetic (one round trip to L2 for all of
-/// them, where a body that streams them waits for each 16-byte chunk in turn): up (M2M's children),
-/// m2l (a batch of 32 sources), down (L2L's parent and the node's own local).
-inline constexpr unsigned all_staged_kinds = 1u << static_cast<int>(task_kind::up) | 1u << static_cast<int>(task_kind::m2l) |
-                                             1u << static_cast<int>(task_kind::down);
-/// The DAG's default: up and down. Its m2l bodies stream: staged, they ran 20% slower in the DAG
-/// (where they share the SMs with p2p bodies) though 1.5x faster in the level graph's M2L phase
-/// (H200, 1M Plummer points, order 5; bench/RESULTS.md).
+/// gpu_evaluator::set_staged_kinds' masks (bits of all_staged_kinds, task_dag.hpp). The DAG's
+/// default: up and down. Its m2l bodies stream: staged, they ran 20% slower in the DAG (where they
+/// share the SMs with p2p bodies) though 1.5x faster in the level graph's M2L phase (H200, 1M
+/// Plummer points, order 5; bench/RESULTS.md).
 inline constexpr unsigned default_dag_staged_kinds = 1u << static_cast<int>(task_kind::up) | 1u << static_cast<int>(task_kind::down);
 /// The level graphs' default: every kind that stages.
 inline constexpr unsigned default_level_graph_staged_kinds = all_staged_kinds;

@@ -77,6 +77,13 @@ namespace canopy::fmm {
 
 enum class task_kind : std::int32_t { up, m2l, down, l2p, p2p };
 
+/// The kinds whose GPU bodies can stage the expansions they read in shared memory, a bit
+/// (1 << kind) each: up (M2M's children), m2l (a batch of 32 sources), down (L2L's parent and the
+/// node's own local). Staging copies them all in one round trip to L2, where a body that streams
+/// them waits for each 16-byte chunk in turn (gpu_evaluator::set_staged_kinds, detail/gpu_tasks.cuh).
+inline constexpr unsigned all_staged_kinds = 1u << static_cast<int>(task_kind::up) | 1u << static_cast<int>(task_kind::m2l) |
+                                             1u << static_cast<int>(task_kind::down);
+
 // The id ranges of the five kinds: kind k holds [begin of k, begin of k+1).
 struct task_ranges {
   std::int32_t m2l_begin = 0;   // = node count: up tasks are [0, m2l_begin)

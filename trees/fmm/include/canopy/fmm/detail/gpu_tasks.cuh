@@ -94,9 +94,6 @@ __device__ __forceinline__ void sum_and_store_registers(const lane_group<G>& g, 
 // the DAG's m2l bodies by default, gpu_evaluate.hpp), read global memory as before, with the same
 // bits.
 inline constexpr int staging_warps = 4;
-// The kinds that stage (bit 1 << kind): up (M2M), m2l, down (L2L).
-inline constexpr unsigned staged_kinds_all = 1u << static_cast<int>(task_kind::up) | 1u << static_cast<int>(task_kind::m2l) |
-                                             1u << static_cast<int>(task_kind::down);
 template <int P>
 inline constexpr int expansion_chunks = static_cast<int>(sizeof(multipole_expansion<float, P>) / sizeof(float4));
 template <int P>
@@ -160,10 +157,10 @@ struct gpu_tasks {
   // Per task, 1 when the scheduler should run it before the other ready tasks (dag_ops::urgent,
   // gpu_evaluator::set_urgent_height); null: none is.
   const std::uint8_t* urgent = nullptr;
-  // Which kinds stage their expansions in shared memory (bit 1 << kind, staged_kinds_all: up,
-  // m2l, down; gpu_evaluator::set_staged_kinds); the others stream them from global memory. Same
-  // bits either way.
-  unsigned staged = staged_kinds_all;
+  // Which kinds stage their expansions in shared memory (bits of all_staged_kinds, task_dag.hpp;
+  // gpu_evaluator::set_staged_kinds); the others stream them from global memory. Same bits either
+  // way.
+  unsigned staged = all_staged_kinds;
 
   // The warp's staging slab for a body of kind k, or null: not staged, or no slab for this warp.
   __device__ __forceinline__ float4* slab_for(task_kind k) const {
