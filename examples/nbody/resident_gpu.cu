@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -85,6 +87,7 @@ class gpu_resident final : public resident_sim {
     if (!canopy::gpu_available())
       throw std::runtime_error("gpu backend: no CUDA device is available (use --backend cpu)");
     device_name_ = canopy::gpu_name();
+    if (fmm_order_ != 0) scratch_ = kept_pool();
     // Node tasks, two lanes per node: as the example always ran the pass (upward_ops<float>).
     pass_options_ = ct::upward_options{ct::pass_backend::gpu, ct::pass_tasks::node, options};
     pass_options_.lanes = 2;
@@ -94,9 +97,11 @@ class gpu_resident final : public resident_sim {
     if (fmm_order_ != 0) {
       const std::string fmm = "gpu (resident), " + device_name_ + "; octree built on the device; FMM order " +
                               std::to_string(fmm_order_) +
-                              " (float expansions): geometry, interaction lists and task DAG built on the device, ";
-      if (fmm_level_graph_) return fmm + "the evaluation level by level in a CUDA graph (P2P on a branch; --fmm-schedule graph)";
-      return fmm + "the evaluation as one task DAG in the persistent kernel" +
+                              " (float expansions): geometry, interaction lists and task ";
+      if (fmm_level_graph_)
+        return fmm + "maps built on the device (no DAG edges), the evaluation level by level in a CUDA graph (P2P on a branch; "
+                     "--fmm-schedule graph)";
+      return fmm + "DAG built on the device, the evaluation as one task DAG in the persistent kernel" +
              (fmm_ ? ", " + std::to_string(fmm_->dag_blocks()) + " blocks" : std::string()) + ", mode " +
              std::string(canopy::to_string(sched_options_.mode)) + " (--fmm-schedule dag)";
     }
@@ -174,7 +179,8 @@ class gpu_resident final : public resident_sim {
     wait();
     if (fmm_order_ != 0) {
       // Another evaluator over the same device tree (a diagnostic: it builds its own lists).
-      cf::gpu_evaluator other(fmm_order_, built_, theta, params_.eps2, sched_options_, stream_.s);
+      cf::gpu_evaluator other(fmm_order_, built_, theta, params_.eps2, sched_options_, stream_.s, cf::dag_shape{}, schedules(),
+                              scratch_.get());
       evaluate(other, stream_.s);
       CANOPY_CUDA_TRY(cudaStreamSynchronize(stream_.s));
       if (!fmm_level_graph_) require_ok(other.last_dag_result());
@@ -284,6 +290,32 @@ class gpu_resident final : public resident_sim {
 
   // One FMM evaluation on stream s, by the schedule chosen (--fmm-schedule). The level graph is
   // captured on the evaluator's first use of it (a new evaluator each tree: a capture a step).
+  // The FMM's set-up takes its scratch (some 15 GB at 16M bodies) from a memory pool of ours that
+  // keeps what is freed: the next step's build reuses it with no driver call, where cudaMalloc and
+  // cudaFree would map and unmap it every step (canopy/fmm/device_lists.hpp). Released with the
+  // simulation.
+  struct pool_deleter {
+    void operator()(cudaMemPool_t p) const noexcept { (void)cudaMemPoolDestroy(p); }
+  };
+  using pool_handle = std::unique_ptr<std::remove_pointer_t<cudaMemPool_t>, pool_deleter>;
+  static pool_handle kept_pool() {
+    int device = 0;
+    CANOPY_CUDA_TRY(cudaGetDevice(&device));
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
+    CANOPY_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
+    pool_handle h(pool);
+    std::uint64_t keep = UINT64_MAX;
+    CANOPY_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    return h;
+  }
+
+  // What the evaluators are built for: the level graph needs no DAG edges and no scheduler.
+  cf::schedules schedules() const { return fmm_level_graph_ ? cf::schedules::level_graph : cf::schedules::dag_and_level_graph; }
+
   void evaluate(cf::gpu_evaluator& fmm, cudaStream_t s) const {
     if (fmm_level_graph_) fmm.enqueue_level_graph(s, true);
     else fmm.enqueue_dag(s);
@@ -298,7 +330,7 @@ class gpu_resident final : public resident_sim {
     // and scheduler are the tree's; its buffers are not yet reused from step to step.
     fmm_.reset();
     fmm_.emplace(fmm_order_, built_, static_cast<double>(params_.theta), static_cast<double>(params_.eps2), sched_options_,
-                 s);
+                 s, cf::dag_shape{}, schedules(), scratch_.get());
     events_[4].record(s);
     events_[5].record(s);  // P2M and M2M are the evaluation's: no separate accumulate
     evaluate(*fmm_, s);
@@ -333,6 +365,7 @@ class gpu_resident final : public resident_sim {
   ct::built_device_octree built_;
   ct::device_payloads<float> payloads_;
   std::optional<ct::upward_runner> runner_;  // after built_ and payloads_: destroyed first
+  pool_handle scratch_;                       // --solver fmm: the set-up's scratch, kept from step to step
   std::optional<cf::gpu_evaluator> fmm_;      // --solver fmm: the current tree's evaluator and fields
   std::array<canopy::cuda_event, 8> events_;
 };

@@ -182,6 +182,26 @@ TEST_F(fmm_device_lists, DagEqualsTheHostsTaskForTask) {
       sources.resize(static_cast<std::size_t>(d.source_count));
       EXPECT_EQ(sources, host.graph.sources());
     }
+    // The maps alone (dag_parts::maps_only): the same maps and level lists, no graph.
+    const cf::device_task_dag m = cf::build_task_dag(b.device, cf::build_interaction_lists(b.device, geometry, 0.5), nullptr, shape,
+                                                     cf::dag_parts::maps_only);
+    EXPECT_TRUE(d.has_graph);
+    EXPECT_FALSE(m.has_graph);
+    EXPECT_THROW((void)m.download_graph(), std::logic_error);
+    const cf::task_dag maps = m.download();
+    EXPECT_EQ(maps.ranges.p2p_begin, host.ranges.p2p_begin);
+    EXPECT_EQ(maps.ranges.end, host.ranges.end);
+    EXPECT_EQ(maps.m2l_target, host.m2l_target);
+    EXPECT_EQ(maps.down_node, host.down_node);
+    EXPECT_EQ(maps.l2p_leaf, host.l2p_leaf);
+    EXPECT_EQ(maps.p2p_leaf, host.p2p_leaf);
+    EXPECT_EQ(maps.p2p_point, host.p2p_point);
+    EXPECT_EQ(maps.has_local, host.has_local);
+    EXPECT_EQ(maps.internal_node, host.internal_node);
+    EXPECT_EQ(maps.internal_level_offset, host.internal_level_offset);
+    EXPECT_EQ(maps.down_level_offset, host.down_level_offset);
+    EXPECT_EQ(m.edge_count, 0);
+    EXPECT_EQ(maps.graph.task_count(), 0);
   }
 }
 
@@ -241,6 +261,29 @@ void expect_same_evaluation(const built& b, int order, double theta, double eps2
     EXPECT_TRUE(same_bytes(got.data(), expect_level.data(), got.size() * sizeof(got[0]))) << "level graph, branch " << branch;
   }
   EXPECT_EQ(from_device.dag().task_count(), from_host.dag().task_count());
+  EXPECT_TRUE(from_device.runs_dag());
+  // Built for the level graph alone (no DAG edges, no scheduler): the same level graphs, bit for
+  // bit; the DAG refused.
+  cf::gpu_evaluator graph_only(order, b.device, theta, eps2, options, nullptr, {}, cf::schedules::level_graph);
+  EXPECT_FALSE(graph_only.runs_dag());
+  EXPECT_EQ(graph_only.ranges().end, from_host.ranges().end);
+  EXPECT_THROW(graph_only.enqueue_dag(), std::logic_error);
+  EXPECT_THROW((void)graph_only.dag(), std::logic_error);
+  EXPECT_TRUE(graph_only.last_dag_result().ok());
+  EXPECT_EQ(graph_only.dag_blocks(), 0);
+  for (const bool branch : {false, true}) {
+    from_host.poison();
+    from_host.enqueue_level_graph(nullptr, branch);
+    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+    const std::vector<cf::field<float>> expect_level = from_host.fields();
+    graph_only.poison();
+    graph_only.enqueue_level_graph(nullptr, branch);
+    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+    const std::vector<cf::field<float>> got = graph_only.fields();
+    ASSERT_EQ(got.size(), expect_level.size());
+    EXPECT_TRUE(same_bytes(got.data(), expect_level.data(), got.size() * sizeof(got[0])))
+        << "level graph alone, branch " << branch;
+  }
 }
 
 TEST_F(fmm_device_lists, EvaluatorFromTheDeviceTreeEqualsTheHostPath) {

@@ -250,44 +250,72 @@ void setup_stages(const options& o, std::size_t n, const cf::interaction_lists* 
   ct::built_device_octree built;
   cudaStream_t stream = nullptr;
   cuda_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-  const char* names[] = {"octree build", "geometry", "lists", "task DAG", "free the three", "evaluator (all)", "evaluator freed"};
-  std::vector<double> ms[7];
+  const char* names[] = {"octree build",    "geometry",        "lists",           "task DAG", "task DAG, maps only",
+                         "free the four",   "evaluator (all)", "evaluator freed", "evaluator, level graph only",
+                         "that one freed"};
+  constexpr int stages = 10;
+  // Each rep twice: the set-up's scratch from cudaMalloc (no pool, the default) and from a pool
+  // that keeps what is freed (as the N-body example gives it), its memory reused from the last
+  // rep (the first rep, not counted, fills it).
+  std::vector<double> ms[2][stages];
+  cudaMemPool_t pool = nullptr;
+  {
+    int device = 0;
+    cuda_ok(cudaGetDevice(&device), "cudaGetDevice");
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cuda_ok(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
+    std::uint64_t keep = UINT64_MAX;
+    cuda_ok(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+  }
   std::int64_t m2l = 0, p2p = 0, edges = 0, nodes = 0;
-  for (int rep = 0; rep <= o.setup_reps; ++rep) {
-    double t[7];
+  for (int rep = 0; rep <= o.setup_reps; ++rep)
+  for (const int keep : {0, 1}) {
+    const cudaMemPool_t scratch = keep ? pool : nullptr;
+    double t[stages];
     auto t0 = std::chrono::steady_clock::now();
     builder.build_into(d_points.data(), n, {o.max_leaf, 21}, built, stream);
     cuda_ok(cudaStreamSynchronize(stream), "octree build");
     t[0] = seconds_since(t0);
     {
       t0 = std::chrono::steady_clock::now();
-      canopy::device_buffer<cf::cell_geometry> g = cf::compute_cell_geometry(built, stream);
+      canopy::device_buffer<cf::cell_geometry> g = cf::compute_cell_geometry(built, stream, scratch);
       t[1] = seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
-      cf::device_interaction_lists l = cf::build_interaction_lists(built, g, o.theta, stream);
+      cf::device_interaction_lists l = cf::build_interaction_lists(built, g, o.theta, stream, scratch);
       t[2] = seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
-      cf::device_task_dag d = cf::build_task_dag(built, l, stream, cf::dag_shape{0, o.p2p_part});
+      cf::device_task_dag d =
+          cf::build_task_dag(built, l, stream, cf::dag_shape{0, o.p2p_part}, cf::dag_parts::maps_and_graph, scratch);
       t[3] = seconds_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      cf::device_task_dag maps =
+          cf::build_task_dag(built, l, stream, cf::dag_shape{0, o.p2p_part}, cf::dag_parts::maps_only, scratch);
+      t[4] = seconds_since(t0);
       m2l = l.m2l_count;
       p2p = l.p2p_count;
       edges = d.edge_count;
       nodes = l.node_count;
       t0 = std::chrono::steady_clock::now();
     }
-    t[4] = seconds_since(t0);
-    {
+    t[5] = seconds_since(t0);
+    for (const cf::schedules runs : {cf::schedules::dag_and_level_graph, cf::schedules::level_graph}) {
+      const int k = runs == cf::schedules::level_graph ? 8 : 6;
       t0 = std::chrono::steady_clock::now();
       std::optional<cf::gpu_evaluator> ev;
-      ev.emplace(o.order, built, o.theta, o.eps2, scheduler_options_of(o), stream, cf::dag_shape{0, o.p2p_part});
-      t[5] = seconds_since(t0);
+      ev.emplace(o.order, built, o.theta, o.eps2, scheduler_options_of(o), stream, cf::dag_shape{0, o.p2p_part}, runs, scratch);
+      t[k] = seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
       ev.reset();
-      t[6] = seconds_since(t0);
+      t[k + 1] = seconds_since(t0);
     }
     if (rep > 0)
-      for (int k = 0; k < 7; ++k) ms[k].push_back(1e3 * t[k]);
+      for (int k = 0; k < stages; ++k) ms[keep][k].push_back(1e3 * t[k]);
   }
+  cuda_ok(cudaStreamSynchronize(stream), "set-up");
+  cuda_ok(cudaMemPoolDestroy(pool), "cudaMemPoolDestroy");
   (void)cudaStreamDestroy(stream);
   std::printf("\nset-up from the device-built octree, %zu Plummer points, order %d, theta %.2f, leaves of %d: %lld nodes, "
               "%lld M2L pairs, %lld P2P pairs, %lld DAG edges\n",
@@ -302,13 +330,19 @@ void setup_stages(const options& o, std::size_t n, const cf::interaction_lists* 
       std::exit(1);
     }
   }
-  std::printf("| set-up stage, %zu points | host ms (median / min / max of %d) |\n|---|---|\n", n, o.setup_reps);
-  for (int k = 0; k < 7; ++k) {
-    const stats s = stats_of(ms[k]);
-    std::printf("| %s | %.2f / %.2f / %.2f |\n", names[k], s.median, s.min, s.max);
+  std::printf("| set-up stage, %zu points | host ms, cudaMalloc (median / min / max of %d) | host ms, kept pool |\n"
+              "|---|---|---|\n",
+              n, o.setup_reps);
+  for (int k = 0; k < stages; ++k) {
+    const stats a = stats_of(ms[0][k]), b = stats_of(ms[1][k]);
+    std::printf("| %s | %.2f / %.2f / %.2f | %.2f / %.2f / %.2f |\n", names[k], a.median, a.min, a.max, b.median, b.min, b.max);
   }
-  const double rest = stats_of(ms[5]).median - stats_of(ms[1]).median - stats_of(ms[2]).median - stats_of(ms[3]).median;
-  std::printf("evaluator beyond geometry, lists and DAG (copies, buffers, scheduler): %.2f ms\n", rest);
+  for (const int keep : {0, 1}) {
+    const auto med = [&](int k) { return stats_of(ms[keep][k]).median; };
+    std::printf("%s: evaluator beyond geometry, lists and DAG (copies, buffers, scheduler): %.2f ms; level graph only, "
+                "beyond geometry, lists and maps: %.2f ms\n",
+                keep ? "kept pool" : "cudaMalloc", med(6) - med(1) - med(2) - med(3), med(8) - med(1) - med(2) - med(4));
+  }
 }
 
 int run_size(const options& o, std::size_t n) {

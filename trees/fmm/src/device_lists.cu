@@ -35,13 +35,73 @@ unsigned grid_for(std::int64_t items, int per_block = threads) {
   return static_cast<unsigned>(std::max<std::int64_t>((items + per_block - 1) / per_block, 1));
 }
 
+// The set-up's temporaries: from the caller's memory pool when it gives one (cudaMallocFromPoolAsync,
+// freed with cudaFreeAsync in the stream's order), else cudaMalloc and cudaFree. A pool that keeps
+// what is freed (cudaMemPoolAttrReleaseThreshold) serves a caller that builds again and again (the
+// N-body step builds for every tree) with no driver call, where cudaMalloc and cudaFree cost every
+// time: on an H200, cudaFree takes about 0.8 ms a GB and cudaMalloc 0.2
+// (bench/results/h200/fmm_pool/alloc.txt), and the lists' keys alone are some 10 GB at 16M
+// Plummer points. The results, which any stream may use, are device_buffers either way.
+template <class T>
+class stream_buffer {
+ public:
+  stream_buffer() = default;
+  stream_buffer(std::size_t n, cudaStream_t stream, cudaMemPool_t pool) : size_(n), stream_(stream), pool_(pool) {
+    if (n == 0) return;
+    void* p = nullptr;
+    if (pool != nullptr) CANOPY_CUDA_TRY(cudaMallocFromPoolAsync(&p, n * sizeof(T), pool, stream));
+    else CANOPY_CUDA_TRY(cudaMalloc(&p, n * sizeof(T)));
+    data_ = static_cast<T*>(p);
+  }
+  stream_buffer(stream_buffer&& o) noexcept
+      : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), stream_(o.stream_), pool_(o.pool_) {}
+  stream_buffer& operator=(stream_buffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      data_ = std::exchange(o.data_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+      stream_ = o.stream_;
+      pool_ = o.pool_;
+    }
+    return *this;
+  }
+  stream_buffer(const stream_buffer&) = delete;
+  stream_buffer& operator=(const stream_buffer&) = delete;
+  ~stream_buffer() { release(); }
+  T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  std::size_t bytes() const { return size_ * sizeof(T); }
+
+ private:
+  // Either way after the work the stream has for it. Errors here can only be earlier asynchronous
+  // ones, which the stream's next synchronisation reports; a destructor must not throw.
+  void release() noexcept {
+    if (data_ == nullptr) return;
+    if (pool_ != nullptr) {
+      (void)cudaFreeAsync(data_, stream_);
+    } else {
+      (void)cudaStreamSynchronize(stream_);
+      (void)cudaFree(data_);
+    }
+    data_ = nullptr;
+    size_ = 0;
+  }
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cudaMemPool_t pool_ = nullptr;
+};
+
 // CUB's temporary storage, grown as the calls need it.
 struct cub_scratch {
-  device_buffer<std::byte> buffer;
+  cudaStream_t stream;
+  cudaMemPool_t pool;
+  stream_buffer<std::byte> buffer;
+  cub_scratch(cudaStream_t s, cudaMemPool_t p) : stream(s), pool(p) {}
   void* reserve(std::size_t bytes) {
     if (buffer.size() < std::max<std::size_t>(bytes, 1)) {
-      buffer = device_buffer<std::byte>();
-      buffer = device_buffer<std::byte>(std::max<std::size_t>(bytes, 1));
+      buffer = stream_buffer<std::byte>();
+      buffer = stream_buffer<std::byte>(std::max<std::size_t>(bytes, 1), stream, pool);
     }
     return buffer.data();
   }
@@ -232,12 +292,13 @@ __global__ void csr_rows_kernel(const std::uint64_t* keys, std::int32_t count, s
 
 // Sorts `count` pair_key keys (row < rows, column < 2^shift) and cuts them into rows + 1 offsets
 // and the columns.
-std::pair<device_buffer<std::int32_t>, device_buffer<std::int32_t>> keys_to_csr(device_buffer<std::uint64_t>& keys,
+std::pair<device_buffer<std::int32_t>, device_buffer<std::int32_t>> keys_to_csr(stream_buffer<std::uint64_t>& keys,
                                                                                  std::int32_t count, std::int32_t rows, int shift,
                                                                                  cub_scratch& scratch, cudaStream_t stream) {
+  const cudaMemPool_t pool = scratch.pool;
   device_buffer<std::int32_t> offset(static_cast<std::size_t>(rows) + 1), column(static_cast<std::size_t>(count));
   if (count > 0) {
-    device_buffer<std::uint64_t> alternate(static_cast<std::size_t>(count));
+    stream_buffer<std::uint64_t> alternate(static_cast<std::size_t>(count), stream, pool);
     cub::DoubleBuffer<std::uint64_t> db(keys.data(), alternate.data());
     const int end_bit = shift + id_bits(rows);
     std::size_t bytes = 0;
@@ -246,7 +307,6 @@ std::pair<device_buffer<std::int32_t>, device_buffer<std::int32_t>> keys_to_csr(
     const std::int64_t items = std::max<std::int64_t>(count, std::int64_t{rows} + 1);
     csr_rows_kernel<<<grid_for(items), threads, 0, stream>>>(db.Current(), count, rows, shift, offset.data(), column.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
-    CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // `alternate` is freed on return
   } else {
     CANOPY_CUDA_TRY(cudaMemsetAsync(offset.data(), 0, offset.bytes(), stream));
   }
@@ -254,13 +314,12 @@ std::pair<device_buffer<std::int32_t>, device_buffer<std::int32_t>> keys_to_csr(
 }
 
 // Grows `buffer` to hold at least `need` elements, keeping its first `used`.
-void grow_keeping(device_buffer<std::uint64_t>& buffer, std::size_t used, std::size_t need, cudaStream_t stream) {
+void grow_keeping(stream_buffer<std::uint64_t>& buffer, std::size_t used, std::size_t need, cudaStream_t stream, cudaMemPool_t pool) {
   if (buffer.size() >= need) return;
-  device_buffer<std::uint64_t> bigger(std::max(need, buffer.size() + buffer.size() / 2));
+  stream_buffer<std::uint64_t> bigger(std::max(need, buffer.size() + buffer.size() / 2), stream, pool);
   if (used != 0)
     CANOPY_CUDA_TRY(cudaMemcpyAsync(bigger.data(), buffer.data(), used * sizeof(std::uint64_t), cudaMemcpyDeviceToDevice, stream));
-  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // the old buffer is freed next
-  buffer = std::move(bigger);
+  buffer = std::move(bigger);  // the old one freed after the copy, in the stream's order
 }
 
 // ---- task DAG ---------------------------------------------------------------------------------
@@ -485,13 +544,13 @@ __global__ void successors_kernel(dag_view v, const std::int32_t* succ_offset, s
 
 // ---- the API ----------------------------------------------------------------------------------
 
-device_buffer<cell_geometry> compute_cell_geometry(const trees::built_device_octree& tree, cudaStream_t stream) {
+device_buffer<cell_geometry> compute_cell_geometry(const trees::built_device_octree& tree, cudaStream_t stream, cudaMemPool_t pool) {
   const trees::octree_ref t = tree.tree.ref();
   const std::int32_t nodes = t.node_count;
   device_buffer<cell_geometry> g(static_cast<std::size_t>(nodes));
   if (nodes == 0) return g;
-  device_buffer<detail::mass_sums> sums(static_cast<std::size_t>(nodes));
-  device_buffer<unsigned long long> radius2(static_cast<std::size_t>(nodes));
+  stream_buffer<detail::mass_sums> sums(static_cast<std::size_t>(nodes), stream, pool);
+  stream_buffer<unsigned long long> radius2(static_cast<std::size_t>(nodes), stream, pool);
   const std::span<const std::int32_t> levels = tree.tree.level_offset();
   for (std::size_t l = levels.size() - 1; l-- > 0;) {  // deepest level first
     const std::int32_t begin = levels[l], end = levels[l + 1];
@@ -504,7 +563,7 @@ device_buffer<cell_geometry> compute_cell_geometry(const trees::built_device_oct
   CANOPY_CUDA_TRY(cudaGetLastError());
   radius_sqrt_kernel<<<grid_for(nodes), threads, 0, stream>>>(nodes, radius2.data(), g.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
-  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // the scratch is freed on return
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // complete for any stream (the header's promise)
   return g;
 }
 
@@ -518,7 +577,7 @@ interaction_lists device_interaction_lists::download() const {
 }
 
 device_interaction_lists build_interaction_lists(const trees::built_device_octree& tree, const device_buffer<cell_geometry>& geometry,
-                                                 double theta, cudaStream_t stream) {
+                                                 double theta, cudaStream_t stream, cudaMemPool_t pool) {
   if (!(theta > 0.0 && theta <= 1.0))
     throw std::invalid_argument("build_interaction_lists: theta must be in (0, 1], not " + std::to_string(theta));
   const trees::octree_ref t = tree.tree.ref();
@@ -526,30 +585,31 @@ device_interaction_lists build_interaction_lists(const trees::built_device_octre
   if (geometry.size() != static_cast<std::size_t>(nodes))
     throw std::invalid_argument("build_interaction_lists: geometry has " + std::to_string(geometry.size()) +
                                 " cells for a tree of " + std::to_string(nodes) + " nodes");
-  cub_scratch scratch;
+  cub_scratch scratch(stream, pool);
   const int shift = id_bits(nodes);
-  device_buffer<int2> frontier, next;
-  device_buffer<std::uint64_t> m2l_keys, p2p_keys;
-  device_buffer<unsigned long long> cursor(3);
+  stream_buffer<int2> frontier, next;
+  stream_buffer<std::uint64_t> m2l_keys, p2p_keys;
+  stream_buffer<unsigned long long> cursor(3, stream, pool);
   std::uint64_t m2l_used = 0, p2p_used = 0;
   std::int64_t size = nodes > 0 ? 1 : 0;
   if (size > 0) {
-    frontier = device_buffer<int2>(std::vector<int2>{int2{0, 0}});
+    frontier = stream_buffer<int2>(1, stream, pool);
+    CANOPY_CUDA_TRY(cudaMemsetAsync(frontier.data(), 0, frontier.bytes(), stream));  // the pair (root, root)
     // First guesses of the lists' lengths (a Plummer sphere at theta 0.5 makes about 320 M2L and
     // 64 P2P pairs a node; pairs grow as theta^-3): too small costs a level run again and a copy.
     // Capped at 2^31 keys: more pairs than that are refused below ("more than 2^31 - 1 pairs"), so
     // a larger guess could only fail the allocation where the exact size would have fit.
     const double per_node = 360.0 * std::min(64.0, std::pow(0.5 / theta, 3.0));
     const double cap = 2147483648.0;
-    m2l_keys = device_buffer<std::uint64_t>(static_cast<std::size_t>(std::min(cap, per_node * nodes + 64)));
-    p2p_keys = device_buffer<std::uint64_t>(static_cast<std::size_t>(std::min(cap, 72.0 * nodes + 64)));
+    m2l_keys = stream_buffer<std::uint64_t>(static_cast<std::size_t>(std::min(cap, per_node * nodes + 64)), stream, pool);
+    p2p_keys = stream_buffer<std::uint64_t>(static_cast<std::size_t>(std::min(cap, 72.0 * nodes + 64)), stream, pool);
   }
   double growth = 8;  // the last level's next / size: the guess of this level's (too small: the level runs again)
   while (size > 0) {
     const auto guess = static_cast<std::size_t>(1.25 * growth * static_cast<double>(size)) + 1024;
     if (next.size() < guess) {
-      next = device_buffer<int2>();
-      next = device_buffer<int2>(guess);
+      next = stream_buffer<int2>();
+      next = stream_buffer<int2>(guess, stream, pool);
     }
     for (;;) {
       const unsigned long long start[3] = {0, m2l_used, p2p_used};
@@ -564,16 +624,16 @@ device_interaction_lists build_interaction_lists(const trees::built_device_octre
         throw std::invalid_argument("build_interaction_lists: more than 2^31 - 1 pairs");
       bool again = false;
       if (end[0] > next.size()) {
-        next = device_buffer<int2>();
-        next = device_buffer<int2>(static_cast<std::size_t>(end[0]));
+        next = stream_buffer<int2>();
+        next = stream_buffer<int2>(static_cast<std::size_t>(end[0]), stream, pool);
         again = true;
       }
       if (end[1] > m2l_keys.size()) {
-        grow_keeping(m2l_keys, m2l_used, static_cast<std::size_t>(end[1] + (end[1] - m2l_used)), stream);
+        grow_keeping(m2l_keys, m2l_used, static_cast<std::size_t>(end[1] + (end[1] - m2l_used)), stream, pool);
         again = true;
       }
       if (end[2] > p2p_keys.size()) {
-        grow_keeping(p2p_keys, p2p_used, static_cast<std::size_t>(end[2] + (end[2] - p2p_used)), stream);
+        grow_keeping(p2p_keys, p2p_used, static_cast<std::size_t>(end[2] + (end[2] - p2p_used)), stream, pool);
         again = true;
       }
       if (again) continue;  // the level's outputs did not all fit: run it again into the larger buffers
@@ -591,11 +651,12 @@ device_interaction_lists build_interaction_lists(const trees::built_device_octre
   out.p2p_count = static_cast<std::int32_t>(p2p_used);
   std::tie(out.m2l_offset, out.m2l_source) = keys_to_csr(m2l_keys, out.m2l_count, nodes, shift, scratch, stream);
   std::tie(out.p2p_offset, out.p2p_source) = keys_to_csr(p2p_keys, out.p2p_count, nodes, shift, scratch, stream);
-  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // the scratch is freed on return
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // complete for any stream (the header's promise)
   return out;
 }
 
 canopy::task_graph device_task_dag::download_graph() const {
+  if (!has_graph) throw std::logic_error("fmm::device_task_dag: built with dag_parts::maps_only, it has no graph to download");
   const std::vector<std::int32_t> offset = succ_offset.download();
   const std::vector<std::int32_t> succ = successor.download();
   std::vector<std::pair<task_id, task_id>> edges;
@@ -623,12 +684,12 @@ task_dag device_task_dag::download() const {
   d.has_local = has_local.download();
   d.internal_level_offset = internal_level_offset;
   d.down_level_offset = down_level_offset;
-  d.graph = download_graph();
+  if (has_graph) d.graph = download_graph();
   return d;
 }
 
 device_task_dag build_task_dag(const trees::built_device_octree& tree, const device_interaction_lists& lists, cudaStream_t stream,
-                               const dag_shape& shape) {
+                               const dag_shape& shape, dag_parts parts, cudaMemPool_t pool) {
   const trees::octree_ref t = tree.tree.ref();
   const std::int32_t nodes = t.node_count;
   const auto n_size = static_cast<std::size_t>(nodes);
@@ -645,16 +706,19 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   if (nodes == 0) {
     d.internal_level_offset.assign(static_cast<std::size_t>(levels) + 1, 0);
     d.down_level_offset.assign(static_cast<std::size_t>(levels) + 1, 0);
-    d.succ_offset = device_buffer<std::int32_t>(std::vector<std::int32_t>{0});
+    if (parts == dag_parts::maps_and_graph) {
+      d.succ_offset = device_buffer<std::int32_t>(std::vector<std::int32_t>{0});
+      d.has_graph = true;
+    }
     return d;
   }
   const auto leaves = static_cast<std::size_t>(t.leaf_count);
-  cub_scratch scratch;
+  cub_scratch scratch(stream, pool);
 
   // has_local and the four selections (in ascending node ids, the leaves in Morton order: what
   // the host's loops give).
   d.has_local = device_buffer<std::uint8_t>(n_size);
-  device_buffer<std::uint8_t> has_m2l(n_size), internal(n_size), l2p_flag(std::max<std::size_t>(leaves, 1));
+  stream_buffer<std::uint8_t> has_m2l(n_size, stream, pool), internal(n_size, stream, pool), l2p_flag(std::max<std::size_t>(leaves, 1), stream, pool);
   node_flags_kernel<<<grid_for(nodes), threads, 0, stream>>>(t, lists.m2l_offset.data(), d.has_local.data(), has_m2l.data(),
                                                              internal.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
@@ -667,9 +731,9 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   // The p2p tasks a leaf: counted; the leaves ordered longest class first (a stable radix sort of
   // 64 less the classes, so a class keeps tree.leaves' order, as the host's stable_sort);
   // the counts in that order scanned into each leaf's first, their total into meta's last.
-  device_buffer<std::int32_t> part_count(leaves + 1), part_offset(leaves + 1), parts_of(n_size);
-  device_buffer<std::uint8_t> order_key(leaves), order_key_alt(leaves);
-  device_buffer<std::int32_t> order(leaves), order_alt(leaves), ordered_count(leaves + 1);
+  stream_buffer<std::int32_t> part_count(leaves + 1, stream, pool), part_offset(leaves + 1, stream, pool), parts_of(n_size, stream, pool);
+  stream_buffer<std::uint8_t> order_key(leaves, stream, pool), order_key_alt(leaves, stream, pool);
+  stream_buffer<std::int32_t> order(leaves, stream, pool), order_alt(leaves, stream, pool), ordered_count(leaves + 1, stream, pool);
   CANOPY_CUDA_TRY(cudaMemsetAsync(part_count.data(), 0, part_count.bytes(), stream));
   CANOPY_CUDA_TRY(cudaMemsetAsync(ordered_count.data(), 0, ordered_count.bytes(), stream));
   CANOPY_CUDA_TRY(cudaMemsetAsync(parts_of.data(), 0, parts_of.bytes(), stream));
@@ -695,7 +759,7 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
     CANOPY_CUDA_TRY(cub::DeviceScan::ExclusiveSum(scratch.reserve(bytes), bytes, ordered_count.data(), part_offset.data(),
                                                   t.leaf_count + 1, stream));
   }
-  device_buffer<std::int32_t> meta(4 + 2 * (static_cast<std::size_t>(levels) + 1) + 1);
+  stream_buffer<std::int32_t> meta(4 + 2 * (static_cast<std::size_t>(levels) + 1) + 1, stream, pool);
   CANOPY_CUDA_TRY(cudaMemcpyAsync(meta.data() + meta.size() - 1, part_offset.data() + leaves, sizeof(std::int32_t),
                                   cudaMemcpyDeviceToDevice, stream));
   const thrust::counting_iterator<std::int32_t> ids(0);
@@ -732,9 +796,13 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   p2p_tasks_kernel<<<grid_for(t.leaf_count), threads, 0, stream>>>(t, sorted_order.Current(), part_offset.data(), d.p2p_leaf.data(),
                                                                     d.p2p_point.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
+  if (parts == dag_parts::maps_only) {
+    CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // complete for any stream (the header's promise)
+    return d;
+  }
 
   // node -> task maps; the transposed M2L lists.
-  device_buffer<std::int32_t> m2l_task(n_size), down_task(n_size), l2p_task(n_size);
+  stream_buffer<std::int32_t> m2l_task(n_size, stream, pool), down_task(n_size, stream, pool), l2p_task(n_size, stream, pool);
   for (auto* b : {&m2l_task, &down_task, &l2p_task}) CANOPY_CUDA_TRY(cudaMemsetAsync(b->data(), 0xff, b->bytes(), stream));
   task_maps_kernel<<<grid_for(nodes), threads, 0, stream>>>(r, d.m2l_target.data(), d.down_node.data(), d.l2p_leaf.data(),
                                                             m2l_task.data(), down_task.data(), l2p_task.data());
@@ -742,9 +810,9 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   // The transposed M2L lists: (wait, m2l task) pairs sorted by the wait (a stable radix sort of
   // bit_width(nodes) bits: each row in ascending m2l task ids, as the host has them).
   const auto entries = static_cast<std::size_t>(std::max(lists.m2l_count, 1));
-  device_buffer<std::int32_t> keys(entries), keys_alt(entries), values(entries), values_alt(entries);
-  device_buffer<std::int32_t> m2l_deps(static_cast<std::size_t>(std::max(m[0], 1)));
-  device_buffer<std::int32_t> waiting_offset(n_size + 1);
+  stream_buffer<std::int32_t> keys(entries, stream, pool), keys_alt(entries, stream, pool), values(entries, stream, pool), values_alt(entries, stream, pool);
+  stream_buffer<std::int32_t> m2l_deps(static_cast<std::size_t>(std::max(m[0], 1)), stream, pool);
+  stream_buffer<std::int32_t> waiting_offset(n_size + 1, stream, pool);
   cub::DoubleBuffer<std::int32_t> sorted_keys(keys.data(), keys_alt.data()), sorted_values(values.data(), values_alt.data());
   if (m[0] > 0) {
     m2l_transpose_keys_kernel<<<grid_for(std::int64_t{m[0]} * 32), threads, 0, stream>>>(
@@ -777,9 +845,10 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
                    m2l_deps.data(),
                    parts_of.data()};
   const auto tasks = static_cast<std::size_t>(r.end);
-  device_buffer<std::int32_t> succ_count(tasks + 1);
-  device_buffer<std::uint8_t> is_source(tasks);
-  device_buffer<std::int32_t> sinks(std::vector<std::int32_t>{0});
+  stream_buffer<std::int32_t> succ_count(tasks + 1, stream, pool);
+  stream_buffer<std::uint8_t> is_source(tasks, stream, pool);
+  stream_buffer<std::int32_t> sinks(1, stream, pool);
+  CANOPY_CUDA_TRY(cudaMemsetAsync(sinks.data(), 0, sinks.bytes(), stream));
   d.dependency_count = device_buffer<std::int32_t>(tasks);
   d.succ_offset = device_buffer<std::int32_t>(tasks + 1);
   task_counts_kernel<<<grid_for(r.end + 1), threads, 0, stream>>>(v, succ_count.data(), d.dependency_count.data(), is_source.data(),
@@ -790,7 +859,7 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   CANOPY_CUDA_TRY(
       cub::DeviceScan::ExclusiveSum(scratch.reserve(bytes), bytes, succ_count.data(), d.succ_offset.data(), r.end + 1, stream));
   d.sources = device_buffer<std::int32_t>(tasks);
-  device_buffer<std::int32_t> source_count(1);
+  stream_buffer<std::int32_t> source_count(1, stream, pool);
   select(ids, is_source.data(), d.sources.data(), source_count.data(), r.end);
   // One read: the edge count (the scan's last element), the sources and the sinks.
   std::int32_t counts[3] = {0, 0, 0};
@@ -801,6 +870,7 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   d.edge_count = counts[0];
   d.source_count = counts[1];
   d.sink_count = counts[2];
+  d.has_graph = true;
   d.successor = device_buffer<std::int32_t>(static_cast<std::size_t>(std::max(d.edge_count, 1)));
   successors_kernel<<<grid_for(r.end), threads, 0, stream>>>(v, d.succ_offset.data(), d.successor.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
@@ -811,7 +881,7 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
                                                                          d.successor.data());
     CANOPY_CUDA_TRY(cudaGetLastError());
   }
-  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // the scratch is freed on return
+  CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // complete for any stream (the header's promise)
   return d;
 }
 

@@ -124,12 +124,14 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   // From the GPU-built tree: geometry, lists and DAG built on the device (device_lists.hpp); the
   // tree's arrays copied device to device, so the evaluator does not depend on `tree` afterwards.
   gpu_evaluator_impl(const trees::built_device_octree& tree, double theta, double eps2, const canopy::scheduler_options& options,
-                     cudaStream_t stream, const dag_shape& shape) {
+                     cudaStream_t stream, const dag_shape& shape, schedules runs, cudaMemPool_t scratch) {
     const trees::octree_ref t = tree.tree.ref();
     const auto nodes = static_cast<std::size_t>(t.node_count);
-    device_buffer<cell_geometry> geometry = compute_cell_geometry(tree, stream);
-    device_interaction_lists lists = build_interaction_lists(tree, geometry, theta, stream);
-    device_dag_.emplace(build_task_dag(tree, lists, stream, shape));
+    device_buffer<cell_geometry> geometry = compute_cell_geometry(tree, stream, scratch);
+    device_interaction_lists lists = build_interaction_lists(tree, geometry, theta, stream, scratch);
+    const bool dag = runs == schedules::dag_and_level_graph;
+    device_dag_.emplace(
+        build_task_dag(tree, lists, stream, shape, dag ? dag_parts::maps_and_graph : dag_parts::maps_only, scratch));
     const device_task_dag& d = *device_dag_;
     depth_ = tree.tree.depth();
     ranges_ = d.ranges;
@@ -155,14 +157,19 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     multipoles_ = device_buffer<multipole_expansion<float, P>>(nodes);
     locals_ = device_buffer<local_expansion<float, P>>(nodes);
     fields_ = device_buffer<field<float>>(static_cast<std::size_t>(t.point_total));
-    const canopy::device_task_graph graph = canopy::device_task_graph::from_trusted_dag(
-        d.succ_offset.data(), d.successor.data(), d.task_count(), d.edge_count, d.dependency_count.data(), d.sources.data(),
-        d.source_count, d.sink_count, stream);
-    sched_.emplace(graph, dealing_up_tasks(options, t.leaf_count), stream);  // copies the graph and synchronises `stream`
+    if (dag) {
+      const canopy::device_task_graph graph = canopy::device_task_graph::from_trusted_dag(
+          d.succ_offset.data(), d.successor.data(), d.task_count(), d.edge_count, d.dependency_count.data(), d.sources.data(),
+          d.source_count, d.sink_count, stream);
+      sched_.emplace(graph, dealing_up_tasks(options, t.leaf_count), stream);  // copies the graph and synchronises `stream`
+    } else {
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(stream));  // as the scheduler's copy does: the tree's copies are done
+    }
     finish(eps2);
   }
 
   void enqueue_dag(cudaStream_t stream) override {
+    if (!sched_) throw std::logic_error("fmm::gpu_evaluator: built for the level graph alone (schedules::level_graph): no DAG to run");
     gpu_tasks<P> tasks = tasks_;
     tasks.staged = dag_staged_;
     sched_->run_async(dag_ops<P>{tasks}, stream);
@@ -294,7 +301,7 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
   unsigned dag_staged_kinds() const override { return dag_staged_; }
   unsigned level_graph_staged_kinds() const override { return graph_staged_; }
 
-  canopy::run_result last_dag_result() const override { return sched_->last_result(); }
+  canopy::run_result last_dag_result() const override { return sched_ ? sched_->last_result() : canopy::run_result{}; }
   std::vector<field<float>> fields() const override { return fields_.download(); }
   const field<float>* device_fields() const override { return fields_.data(); }
   void poison(cudaStream_t stream) override {
@@ -302,13 +309,15 @@ class gpu_evaluator_impl final : public gpu_evaluator_base {
     locals_.fill_bytes(0xff, stream);
     fields_.fill_bytes(0xff, stream);
   }
-  int dag_blocks() const override { return sched_->last_grid(); }
+  int dag_blocks() const override { return sched_ ? sched_->last_grid() : 0; }
+  bool runs_dag() const override { return sched_.has_value(); }
   int level_graph_kernels(bool near_field_branch) const override {
     (void)level_graph(near_field_branch);
     return near_field_branch ? branch_kernels_ : serial_kernels_;
   }
   // The device path's DAG is downloaded on the first call (synchronous; for checks).
   const task_dag& dag() const override {
+    if (!sched_) throw std::logic_error("fmm::gpu_evaluator: built for the level graph alone (schedules::level_graph): no DAG");
     if (!dag_) dag_ = device_dag_->download();
     return *dag_;
   }
@@ -491,8 +500,8 @@ std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::octree& tree
 template <int P>
 std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::built_device_octree& tree, double theta, double eps2,
                                                        const canopy::scheduler_options& options, cudaStream_t stream,
-                                                       const dag_shape& shape) {
-  return std::make_unique<gpu_evaluator_impl<P>>(tree, theta, eps2, options, stream, shape);
+                                                       const dag_shape& shape, schedules runs, cudaMemPool_t scratch) {
+  return std::make_unique<gpu_evaluator_impl<P>>(tree, theta, eps2, options, stream, shape, runs, scratch);
 }
 
 }  // namespace canopy::fmm::detail
@@ -504,4 +513,4 @@ std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::built_device
       double, const canopy::scheduler_options&, const canopy::fmm::dag_shape&);                                    \
   template std::unique_ptr<canopy::fmm::detail::gpu_evaluator_base> canopy::fmm::detail::make_gpu_evaluator<P>( \
       const canopy::trees::built_device_octree&, double, double, const canopy::scheduler_options&, cudaStream_t,    \
-      const canopy::fmm::dag_shape&);
+      const canopy::fmm::dag_shape&, canopy::fmm::schedules, cudaMemPool_t);

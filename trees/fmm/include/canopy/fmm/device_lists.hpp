@@ -20,6 +20,16 @@
 // Everything is enqueued on `stream`; the host waits where it needs a size: the lists once per
 // level of the pair traversal (below), the DAG twice. Results are complete in `stream`'s order
 // (each function synchronises `stream` before it returns, so any stream may use them).
+//
+// Scratch: each function's temporaries (at 16M Plummer points, some 15 GB for the lists' keys and
+// their sort) come from `scratch`, a memory pool of the caller's, in `stream`'s order
+// (cudaMallocFromPoolAsync, cudaFreeAsync), or from cudaMalloc and cudaFree when it is null (the
+// default). A caller that builds again and again gives a pool that keeps what is freed
+// (cudaMemPoolAttrReleaseThreshold at UINT64_MAX): the next build then reuses its memory with no
+// driver call, where cudaMalloc and cudaFree cost about 0.2 and 0.8 ms a GB on an H200 (at 16M
+// points the evaluator's set-up went from 101 to 62 ms; bench/RESULTS.md, "The FMM's set-up").
+// The memory stays in the pool until the caller trims or destroys it. The results are
+// device_buffers either way.
 #pragma once
 
 #include <canopy/cuda/device_buffer.hpp>
@@ -39,7 +49,8 @@ namespace canopy::fmm {
 /// sums go up the tree level by level (a thread per node, children in order, as the host does), the
 /// radius is the largest distance to the node's points (a warp per leaf takes the largest over its
 /// points for each of its ancestors: exact, so the order does not matter).
-device_buffer<cell_geometry> compute_cell_geometry(const trees::built_device_octree& tree, cudaStream_t stream = nullptr);
+device_buffer<cell_geometry> compute_cell_geometry(const trees::built_device_octree& tree, cudaStream_t stream = nullptr,
+                                                   cudaMemPool_t scratch = nullptr);
 
 /// interaction_lists in device memory, by node id (node_count + 1 offsets, as the host's); each
 /// target's sources sorted by id.
@@ -66,13 +77,23 @@ struct device_interaction_lists {
 /// this tree).
 device_interaction_lists build_interaction_lists(const trees::built_device_octree& tree,
                                                  const device_buffer<cell_geometry>& geometry, double theta,
-                                                 cudaStream_t stream = nullptr);
+                                                 cudaStream_t stream = nullptr, cudaMemPool_t scratch = nullptr);
+
+/// What build_task_dag builds: the task-to-node maps and level lists (which the level-by-level
+/// baseline runs from) and the graph's edges, or the maps alone. The edges are most of the DAG's
+/// set-up time and memory (at 16M Plummer points, 637M edges: the M2L lists transposed by a radix
+/// sort of their 627M entries), which a caller that never runs the DAG need not pay for.
+enum class dag_parts {
+  maps_and_graph,
+  maps_only,
+};
 
 /// task_dag on the device (task_dag.hpp's header comment says what each task waits for): the
 /// task-to-node maps, has_local, the level lists of the baseline, and the graph in the
 /// scheduler's DAG form (successors in CSR, dependency counts, sources in ascending id order as
 /// canopy::task_graph has them, sink count), which gpu_scheduler takes through
-/// canopy::device_task_graph::from_trusted_dag.
+/// canopy::device_task_graph::from_trusted_dag. Built with dag_parts::maps_only, the graph's
+/// arrays are empty and has_graph is false.
 struct device_task_dag {
   task_ranges ranges;
   std::int32_t node_count = 0;
@@ -86,11 +107,14 @@ struct device_task_dag {
   device_buffer<std::int32_t> dependency_count;
   device_buffer<std::int32_t> sources;      // source_count
   std::int32_t edge_count = 0, source_count = 0, sink_count = 0;
+  bool has_graph = false;  // false: built with dag_parts::maps_only (no edges, counts or sources)
 
   std::int32_t task_count() const { return ranges.end; }
   /// The graph as a canopy::task_graph (from its edges; synchronous), for checks and diagnosis.
+  /// Throws std::logic_error without one (has_graph false).
   canopy::task_graph download_graph() const;
-  /// The task-to-node maps and level lists as a host task_dag (graph included; synchronous).
+  /// The task-to-node maps and level lists as a host task_dag (graph included, empty without
+  /// one; synchronous).
   task_dag download() const;
 };
 
@@ -98,9 +122,11 @@ struct device_task_dag {
 /// The up tasks' successors are the M2L lists transposed: a warp per m2l task turns its row into
 /// (waited-for node, m2l task) pairs, merging equal waits of the row (they are adjacent: the rows
 /// are sorted by source id), and a radix sort of the waited-for nodes' bit_width(nodes) bits
-/// groups them by up task. Two host reads. Throws std::invalid_argument when the lists are not of
-/// this tree or the shape is not valid.
+/// groups them by up task. Two host reads (one with dag_parts::maps_only, which stops before the
+/// transposition). Throws std::invalid_argument when the lists are not of this tree or the shape
+/// is not valid.
 device_task_dag build_task_dag(const trees::built_device_octree& tree, const device_interaction_lists& lists,
-                               cudaStream_t stream = nullptr, const dag_shape& shape = {});
+                               cudaStream_t stream = nullptr, const dag_shape& shape = {},
+                               dag_parts parts = dag_parts::maps_and_graph, cudaMemPool_t scratch = nullptr);
 
 }  // namespace canopy::fmm

@@ -72,6 +72,15 @@ inline constexpr unsigned default_dag_staged_kinds = 1u << static_cast<int>(task
 /// The level graphs' default: every kind that stages.
 inline constexpr unsigned default_level_graph_staged_kinds = all_staged_kinds;
 
+/// What a gpu_evaluator built from the device tree can run. `level_graph` builds the task DAG's
+/// maps without its edges (dag_parts::maps_only) and no scheduler: at 16M Plummer points that is
+/// 637M edges fewer, and enqueue_dag, dag() and the DAG's diagnostics refuse (std::logic_error).
+/// The N-body example's default schedule (the level graph) builds its evaluators so.
+enum class schedules {
+  dag_and_level_graph,
+  level_graph,
+};
+
 /// Per task kind (task_kind's order: up, m2l, down, l2p, p2p), the SM clock cycles the bodies took,
 /// how many ran and the longest body (clock64 of the body's first lane around the body, after the
 /// group converged).
@@ -116,6 +125,7 @@ class gpu_evaluator_base {
   virtual int level_graph_kernels(bool near_field_branch) const = 0;
   virtual const task_dag& dag() const = 0;
   virtual task_ranges ranges() const = 0;
+  virtual bool runs_dag() const = 0;
 };
 template <int P>
 std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::octree& tree, std::span<const cell_geometry> geometry,
@@ -124,7 +134,7 @@ std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::octree& tree
 template <int P>
 std::unique_ptr<gpu_evaluator_base> make_gpu_evaluator(const trees::built_device_octree& tree, double theta, double eps2,
                                                        const canopy::scheduler_options& options, cudaStream_t stream,
-                                                       const dag_shape& shape);
+                                                       const dag_shape& shape, schedules runs, cudaMemPool_t scratch);
 }  // namespace detail
 
 class gpu_evaluator {
@@ -142,16 +152,20 @@ class gpu_evaluator {
   /// arguments. Equal to it, field for field, given the same tree and theta (the lists come
   /// sorted: sort_sources). The tree's arrays are copied, so `tree` may be rebuilt or freed once
   /// this returns; work on `stream` that builds `tree` is waited for. Throws as the constructor
-  /// above and as build_interaction_lists (theta outside (0, 1]).
+  /// above and as build_interaction_lists (theta outside (0, 1]). `runs`: schedules::level_graph
+  /// builds no DAG edges and no scheduler (less set-up time and memory; enqueue_dag refuses).
+  /// `scratch`: the pool the set-up's temporaries come from (device_lists.hpp: a pool that keeps
+  /// its memory makes the next evaluator's set-up cheaper), or null for cudaMalloc.
   gpu_evaluator(int order, const trees::built_device_octree& tree, double theta, double eps2,
                 const canopy::scheduler_options& options = default_scheduler_options(), cudaStream_t stream = nullptr,
-                const dag_shape& shape = {});
+                const dag_shape& shape = {}, schedules runs = schedules::dag_and_level_graph, cudaMemPool_t scratch = nullptr);
   gpu_evaluator(gpu_evaluator&&) noexcept = default;
   gpu_evaluator& operator=(gpu_evaluator&&) noexcept = default;
   ~gpu_evaluator() = default;
 
   int order() const { return order_; }
-  /// One run of the whole DAG on `stream` (gpu_scheduler::run_async): returns at once.
+  /// One run of the whole DAG on `stream` (gpu_scheduler::run_async): returns at once. Throws
+  /// std::logic_error for an evaluator built with schedules::level_graph.
   void enqueue_dag(cudaStream_t stream = nullptr) { impl_->enqueue_dag(stream); }
   /// One launch of the phase-by-phase CUDA graph on `stream`: returns at once.
   void enqueue_level_graph(cudaStream_t stream = nullptr, bool near_field_branch = false) {
@@ -202,12 +216,14 @@ class gpu_evaluator {
   /// Fills the expansions and fields with NaN (stream-ordered), so that a result a run failed to
   /// write cannot pass for one (the tests and the benchmark do it before each checked run).
   void poison(cudaStream_t stream = nullptr) { impl_->poison(stream); }
-  /// The persistent kernel's grid of the last DAG run.
+  /// The persistent kernel's grid of the last DAG run (0 without a scheduler).
   int dag_blocks() const { return impl_->dag_blocks(); }
+  /// Whether enqueue_dag can run (false when built with schedules::level_graph).
+  bool runs_dag() const { return impl_->runs_dag(); }
   /// How many kernel nodes the level graph holds (P2M, M2M levels, M2L, L2L levels, P2P, L2P).
   int level_graph_kernels(bool near_field_branch = false) const { return impl_->level_graph_kernels(near_field_branch); }
   /// The DAG on the host: as built (host tree), or downloaded on the first call (device tree;
-  /// synchronous).
+  /// synchronous). Throws std::logic_error without a DAG (schedules::level_graph).
   const task_dag& dag() const { return impl_->dag(); }
   /// The DAG's id ranges (task_count() = ranges().end), without a download.
   task_ranges ranges() const { return impl_->ranges(); }
@@ -243,10 +259,11 @@ inline gpu_evaluator::gpu_evaluator(int order, const trees::octree& tree, std::s
 }
 
 inline gpu_evaluator::gpu_evaluator(int order, const trees::built_device_octree& tree, double theta, double eps2,
-                                    const canopy::scheduler_options& options, cudaStream_t stream, const dag_shape& shape)
+                                    const canopy::scheduler_options& options, cudaStream_t stream, const dag_shape& shape,
+                                    schedules runs, cudaMemPool_t scratch)
     : order_(order) {
   impl_ = detail::for_gpu_order(order, [&](auto p) {
-    return detail::make_gpu_evaluator<decltype(p)::value>(tree, theta, eps2, options, stream, shape);
+    return detail::make_gpu_evaluator<decltype(p)::value>(tree, theta, eps2, options, stream, shape, runs, scratch);
   });
 }
 
