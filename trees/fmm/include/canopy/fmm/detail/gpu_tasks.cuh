@@ -107,6 +107,14 @@ __device__ __forceinline__ float4* warp_staging_slab() {
   return warp < staging_warps ? slabs[warp] : nullptr;
 }
 
+// This warp's tile of 32 source points for the P2P bodies, or null in a warp past staging_warps
+// (those hand the points round by shuffles).
+__device__ __forceinline__ float4* warp_p2p_tile() {
+  __shared__ float4 tiles[staging_warps][32];
+  const unsigned warp = threadIdx.x / 32;
+  return warp < staging_warps ? tiles[warp] : nullptr;
+}
+
 // Copies `rows` (at most MaxRows) expansions into the slab, row r from row(r) (a const float4*;
 // called in every lane with r below 32, whatever `rows`, so that it may shuffle), and converges
 // the warp. Each lane copies its ceil(MaxRows C / 32) chunks at once with cp.async (global to shared
@@ -389,7 +397,8 @@ struct gpu_tasks {
   // The source points come in tiles of G, as in the classic GPU N-body kernel: the list's leaves
   // are read G at a time (a leaf a lane: its range), their points counted by a warp scan, and
   // every lane loads one point of the tile (a binary search over the scan finds its leaf), which
-  // the lanes then hand round by shuffles. Read leaf by leaf, as before, every source leaf cost
+  // a warp then reads from a tile in shared memory (one 16-byte read a source; a smaller group
+  // hands the points round by four shuffles). Read leaf by leaf, as before, every source leaf cost
   // three dependent loads and its few points a short loop with little in flight: a P2P task of a
   // few hundred source leaves waited on memory most of its time, and one heavy leaf could hold
   // its warp for a whole phase (task_dag's p2p parts cut such leaves). The target leaf itself (the
@@ -402,6 +411,7 @@ struct gpu_tasks {
     const std::int32_t leaf_begin = d.point_begin[leaf], leaf_end = leaf_begin + d.point_count[leaf];
     const std::int32_t first = d.p2p_offset[leaf], last = d.p2p_offset[leaf + 1];
     const float eps2 = d.eps2;
+    float4* const tile_smem = G == 32 ? warp_p2p_tile() : nullptr;
     for (std::int32_t base = begin; base < end; base += G) {
       const int n = static_cast<int>(end - base < G ? end - base : G);
       const int copies = G / n, copy = g.rank / n, slot = g.rank - copy * n;
@@ -413,6 +423,16 @@ struct gpu_tasks {
       const auto add = [&](const trees::point& p, bool use) {
         const float dx = p.x - q.x, dy = p.y - q.y, dz = p.z - q.z;
         const float inv_r = use ? rsqrtf(dx * dx + dy * dy + dz * dz + eps2) : 0.f;
+        const float m_inv_r = p.m * inv_r;
+        const float w = m_inv_r * inv_r * inv_r;
+        ax += w * dx;
+        ay += w * dy;
+        az += w * dz;
+        phi -= m_inv_r;
+      };
+      const auto add_used = [&](const trees::point& p) {  // add(p, true) without the choice
+        const float dx = p.x - q.x, dy = p.y - q.y, dz = p.z - q.z;
+        const float inv_r = rsqrtf(dx * dx + dy * dy + dz * dz + eps2);
         const float m_inv_r = p.m * inv_r;
         const float w = m_inv_r * inv_r * inv_r;
         ax += w * dx;
@@ -446,6 +466,23 @@ struct gpu_tasks {
           trees::point mine{0.f, 0.f, 0.f, 0.f};
           if (u < total) mine = d.points[source_begin + (u - (source_end_flat - source_count))];
           const int in_tile = static_cast<int>(total - tile < G ? total - tile : G);
+          if (tile_smem != nullptr) {
+            // A warp: the tile goes through shared memory, one 16-byte read a source where the
+            // shuffles took four, and each lane runs only the steps whose source is in the tile
+            // (the same sources in the same order as the shuffles: the same sums).
+            tile_smem[g.rank] = make_float4(mine.x, mine.y, mine.z, mine.m);
+            __syncwarp();
+            const int first_from = active ? copy : 0;
+            const int count = active && copy < in_tile ? (in_tile - copy + copies - 1) / copies : 0;
+            const float4* from = tile_smem + first_from;
+#pragma unroll 4
+            for (int v = 0; v < count; ++v) {
+              const float4 p = from[v * copies];
+              add_used(trees::point{p.x, p.y, p.z, p.w});
+            }
+            __syncwarp();  // every lane is done with the tile before the next overwrites it
+            continue;
+          }
 #pragma unroll 4
           for (int v = 0; v < steps; ++v) {
             const int from = copy + v * copies;
