@@ -17,16 +17,18 @@
 namespace nbody {
 
 // The FMM's expansion order, leaf size and scheduler mode when --order, --max-leaf and --mode are not
-// given: order 5 at theta 0.5 and leaves of at most 32 bodies is the fastest setting measured on
-// the GPU that is as accurate as the Barnes-Hut walk (bench/RESULTS.md, "The FMM as one task
-// graph": smaller leaves double the M2L pairs, larger ones give a few leaves P2P lists of thousands
-// of leaves, one warp's work); warp-rounds runs the FMM's task DAG with no block barrier.
+// given: order 5 at theta 0.5 is the cheapest order and opening parameter measured on the GPU
+// that is as accurate as the Barnes-Hut walk (bench/RESULTS.md, "The FMM as one task graph").
+// Leaves of at most 48 bodies: with the P2P parts and tiles, the N-body step at 1M and 16M bodies
+// was 2-8% faster than at 32 (fewer M2L pairs, a cheaper set-up) and 10-40% faster than at 64 (the
+// P2P grows faster than the M2L shrinks), at the same accuracy (H200, bench/RESULTS.md, "The
+// N-body step with the FMM"); warp-rounds runs the FMM's task DAG with no block barrier.
 inline constexpr int default_fmm_order = 5;
 // The GPU FMM's schedule without --fmm-schedule: the level graph, 1.5x faster than the task DAG at
 // 1M and 64k Plummer bodies once its M2L phase stages the sources in shared memory (H200;
 // bench/RESULTS.md, "The FMM as one task graph").
 inline constexpr const char* default_fmm_schedule = "graph";
-inline constexpr int default_fmm_max_leaf = 32;
+inline constexpr int default_fmm_max_leaf = 48;
 inline constexpr canopy::mode default_fmm_mode = canopy::mode::warp_rounds;
 // The orders the CPU path evaluates (canopy::fmm::min_order .. max_order); the GPU evaluator's are
 // those of gpu_fmm_order_supported (resident.hpp).
