@@ -148,8 +148,17 @@ options parse(int argc, char** argv) {
       else if (a == "--staged-kinds") {
         const std::size_t comma = v.find(',');
         if (comma == std::string::npos) usage("--staged-kinds wants two masks, DAG,GRAPH");
-        o.dag_staged = static_cast<unsigned>(std::stoul(v.substr(0, comma)));
-        o.graph_staged = static_cast<unsigned>(std::stoul(v.substr(comma + 1)));
+        // Masks of all_staged_kinds' bits: anything wider is refused here, not cut to 32 bits (a
+        // value of 2^32 + 5 would have passed as 5).
+        const auto mask = [&](const std::string& text) {
+          const unsigned long long m = std::stoull(text);
+          if ((m & ~static_cast<unsigned long long>(cf::all_staged_kinds)) != 0)
+            usage("--staged-kinds: " + text + " names a kind that does not stage (bits of " +
+                  std::to_string(cf::all_staged_kinds) + " only)");
+          return static_cast<unsigned>(m);
+        };
+        o.dag_staged = mask(v.substr(0, comma));
+        o.graph_staged = mask(v.substr(comma + 1));
       }
       else if (a == "--urgent-heights") {
         o.urgent_heights.clear();
