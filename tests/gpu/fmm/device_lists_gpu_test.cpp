@@ -6,6 +6,7 @@
 // equal, field for field, to the one built from host arrays. Plummer, uniform, clustered and
 // lattice points, several theta, and the degenerate trees. Label gpu; skipped without a device.
 #include <canopy/cuda/device_buffer.hpp>
+#include <canopy/cuda/error.hpp>
 #include <canopy/fmm/device_lists.hpp>
 #include <canopy/fmm/gpu_evaluate.hpp>
 #include <canopy/fmm/interaction_lists.hpp>
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -202,6 +204,100 @@ TEST_F(fmm_device_lists, DagEqualsTheHostsTaskForTask) {
     EXPECT_EQ(maps.down_level_offset, host.down_level_offset);
     EXPECT_EQ(m.edge_count, 0);
     EXPECT_EQ(maps.graph.task_count(), 0);
+  }
+}
+
+// A memory pool that keeps what is freed, as the N-body example gives the set-up, and a stream of
+// its own; both released at the end of the scope (a CUDA error on the way throws canopy::error).
+struct kept_pool {
+  cudaMemPool_t pool = nullptr;
+  cudaStream_t stream = nullptr;
+  kept_pool() {
+    int device = 0;
+    CANOPY_CUDA_TRY(cudaGetDevice(&device));
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    CANOPY_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
+    std::uint64_t keep = UINT64_MAX;
+    CANOPY_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    CANOPY_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  ~kept_pool() {
+    (void)cudaStreamSynchronize(stream);
+    (void)cudaStreamDestroy(stream);
+    (void)cudaMemPoolDestroy(pool);
+  }
+  kept_pool(const kept_pool&) = delete;
+  kept_pool& operator=(const kept_pool&) = delete;
+};
+
+// The set-up's scratch from a caller's pool, on another stream, built twice (the second build
+// reuses the memory the first gave back to the pool): the same geometry, lists and DAG as with
+// cudaMalloc, and evaluators whose level graphs and DAG compute the same bits.
+TEST_F(fmm_device_lists, ScratchFromAKeptPoolGivesTheSameResults) {
+  const kept_pool kp;
+  for (const point_set& s : point_sets()) {
+    SCOPED_TRACE(s.name);
+    const built b = build(s.points, s.max_leaf);
+    const canopy::device_buffer<cf::cell_geometry> g_plain = cf::compute_cell_geometry(b.device);
+    const std::vector<cf::cell_geometry> g0 = g_plain.download();
+    const cf::device_interaction_lists l_plain = cf::build_interaction_lists(b.device, g_plain, 0.5);
+    const cf::interaction_lists l0 = l_plain.download();
+    const cf::task_dag d0 = cf::build_task_dag(b.device, l_plain).download();
+    for (int rep = 0; rep < 2; ++rep) {
+      SCOPED_TRACE("build " + std::to_string(rep));
+      const canopy::device_buffer<cf::cell_geometry> g = cf::compute_cell_geometry(b.device, kp.stream, kp.pool);
+      const std::vector<cf::cell_geometry> gh = g.download();
+      ASSERT_EQ(gh.size(), g0.size());
+      EXPECT_TRUE(same_bytes(gh.data(), g0.data(), gh.size() * sizeof(cf::cell_geometry)));
+      const cf::device_interaction_lists l = cf::build_interaction_lists(b.device, g, 0.5, kp.stream, kp.pool);
+      const cf::interaction_lists lh = l.download();
+      EXPECT_EQ(lh.m2l_offset, l0.m2l_offset);
+      EXPECT_EQ(lh.m2l_source, l0.m2l_source);
+      EXPECT_EQ(lh.p2p_offset, l0.p2p_offset);
+      EXPECT_EQ(lh.p2p_source, l0.p2p_source);
+      const cf::task_dag d = cf::build_task_dag(b.device, l, kp.stream, {}, cf::dag_parts::maps_and_graph, kp.pool).download();
+      EXPECT_EQ(d.m2l_target, d0.m2l_target);
+      EXPECT_EQ(d.down_node, d0.down_node);
+      EXPECT_EQ(d.p2p_leaf, d0.p2p_leaf);
+      EXPECT_EQ(d.p2p_point, d0.p2p_point);
+      EXPECT_EQ(d.internal_node, d0.internal_node);
+      EXPECT_EQ(predecessor_sets(d.graph), predecessor_sets(d0.graph));
+      const cf::task_dag maps =
+          cf::build_task_dag(b.device, l, kp.stream, {}, cf::dag_parts::maps_only, kp.pool).download();
+      EXPECT_EQ(maps.p2p_leaf, d0.p2p_leaf);
+      EXPECT_EQ(maps.internal_level_offset, d0.internal_level_offset);
+    }
+  }
+  const built b = build(ct::generate_plummer(20000, 7), 32);
+  cf::gpu_evaluator plain(5, b.device, 0.5, 1e-4);
+  plain.enqueue_level_graph(nullptr, true);
+  plain.enqueue_dag();  // after the level graph on the same stream: the DAG's fields are the last
+  CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+  ASSERT_TRUE(plain.last_dag_result().ok());
+  const std::vector<cf::field<float>> dag_fields = plain.fields();
+  plain.enqueue_level_graph(nullptr, true);
+  CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+  const std::vector<cf::field<float>> graph_fields = plain.fields();
+  for (const cf::schedules runs : {cf::schedules::level_graph, cf::schedules::dag_and_level_graph}) {
+    SCOPED_TRACE(runs == cf::schedules::level_graph ? "level graph alone" : "both schedules");
+    cf::gpu_evaluator pooled(5, b.device, 0.5, 1e-4, cf::default_scheduler_options(), kp.stream, {}, runs, kp.pool);
+    pooled.poison();
+    pooled.enqueue_level_graph(nullptr, true);
+    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+    std::vector<cf::field<float>> got = pooled.fields();
+    ASSERT_EQ(got.size(), graph_fields.size());
+    EXPECT_TRUE(same_bytes(got.data(), graph_fields.data(), got.size() * sizeof(got[0])));
+    if (runs == cf::schedules::dag_and_level_graph) {
+      pooled.poison();
+      pooled.enqueue_dag();
+      CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+      ASSERT_TRUE(pooled.last_dag_result().ok());
+      got = pooled.fields();
+      EXPECT_TRUE(same_bytes(got.data(), dag_fields.data(), got.size() * sizeof(got[0])));
+    }
   }
 }
 
