@@ -293,14 +293,17 @@ class gpu_resident final : public resident_sim {
   // The FMM's set-up takes its scratch (some 15 GB at 16M bodies) from a memory pool of ours that
   // keeps what is freed: the next step's build reuses it with no driver call, where cudaMalloc and
   // cudaFree would map and unmap it every step (canopy/fmm/device_lists.hpp). Released with the
-  // simulation.
+  // simulation. What the pool keeps, cudaMalloc cannot have: a build that fails (out of memory)
+  // gives the pool's memory back and tries once more (fmm_step).
   struct pool_deleter {
     void operator()(cudaMemPool_t p) const noexcept { (void)cudaMemPoolDestroy(p); }
   };
   using pool_handle = std::unique_ptr<std::remove_pointer_t<cudaMemPool_t>, pool_deleter>;
   static pool_handle kept_pool() {
-    int device = 0;
+    int device = 0, pools = 0;
     CANOPY_CUDA_TRY(cudaGetDevice(&device));
+    CANOPY_CUDA_TRY(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
+    if (pools == 0) return pool_handle();  // no stream-ordered allocator here: cudaMalloc, as before
     cudaMemPoolProps props{};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
@@ -329,8 +332,21 @@ class gpu_resident final : public resident_sim {
     // first kick, finished before the builder's wait). A new one per tree: the geometry, lists, DAG
     // and scheduler are the tree's; its buffers are not yet reused from step to step.
     fmm_.reset();
-    fmm_.emplace(fmm_order_, built_, static_cast<double>(params_.theta), static_cast<double>(params_.eps2), sched_options_,
-                 s, cf::dag_shape{}, schedules(), scratch_.get());
+    const auto build = [&] {
+      fmm_.emplace(fmm_order_, built_, static_cast<double>(params_.theta), static_cast<double>(params_.eps2), sched_options_,
+                   s, cf::dag_shape{}, schedules(), scratch_.get());
+    };
+    try {
+      build();
+    } catch (const canopy::cuda_error& e) {
+      // Short of memory the kept pool may hold: give it all back and build once more (a second
+      // failure is reported as it is).
+      if (!scratch_ || e.cuda_code() != cudaErrorMemoryAllocation) throw;
+      (void)cudaGetLastError();
+      CANOPY_CUDA_TRY(cudaStreamSynchronize(s));
+      CANOPY_CUDA_TRY(cudaMemPoolTrimTo(scratch_.get(), 0));
+      build();
+    }
     events_[4].record(s);
     events_[5].record(s);  // P2M and M2M are the evaluation's: no separate accumulate
     evaluate(*fmm_, s);

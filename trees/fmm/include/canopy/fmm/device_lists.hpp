@@ -28,7 +28,9 @@
 // (cudaMemPoolAttrReleaseThreshold at UINT64_MAX): the next build then reuses its memory with no
 // driver call, where cudaMalloc and cudaFree cost about 0.2 and 0.8 ms a GB on an H200 (at 16M
 // points the evaluator's set-up went from 101 to 62 ms; bench/RESULTS.md, "The FMM's set-up").
-// The memory stays in the pool until the caller trims or destroys it. The results are
+// The memory stays in the pool until the caller trims or destroys it (and cudaMalloc cannot use
+// it meanwhile). The frees are enqueued on `stream` after the function's last synchronisation, so
+// `stream` may still hold them when it returns (the results are complete). The results are
 // device_buffers either way.
 #pragma once
 

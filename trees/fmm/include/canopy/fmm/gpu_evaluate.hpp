@@ -74,8 +74,10 @@ inline constexpr unsigned default_level_graph_staged_kinds = all_staged_kinds;
 
 /// What a gpu_evaluator built from the device tree can run. `level_graph` builds the task DAG's
 /// maps without its edges (dag_parts::maps_only) and no scheduler: at 16M Plummer points that is
-/// 637M edges fewer, and enqueue_dag, dag() and the DAG's diagnostics refuse (std::logic_error).
-/// The N-body example's default schedule (the level graph) builds its evaluators so.
+/// 637M edges fewer. Then enqueue_dag and dag() throw std::logic_error, runs_dag() is false,
+/// last_dag_result() is a default (ok) result since no DAG ran, and dag_blocks() is 0; the DAG's
+/// diagnostics (set_task_clocks, set_task_timeline, set_urgent_height) are accepted and have no
+/// effect. The N-body example's default schedule (the level graph) builds its evaluators so.
 enum class schedules {
   dag_and_level_graph,
   level_graph,
