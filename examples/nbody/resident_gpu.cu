@@ -10,7 +10,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -20,6 +19,7 @@
 #include <canopy/cuda/device_buffer.hpp>
 #include <canopy/cuda/error.hpp>
 #include <canopy/cuda/event.hpp>
+#include <canopy/fmm/device_lists.hpp>
 #include <canopy/fmm/gpu_evaluate.hpp>
 #include <canopy/passes/device_octree.cuh>
 #include <canopy/passes/device_octree_builder.cuh>
@@ -87,7 +87,7 @@ class gpu_resident final : public resident_sim {
     if (!canopy::gpu_available())
       throw std::runtime_error("gpu backend: no CUDA device is available (use --backend cpu)");
     device_name_ = canopy::gpu_name();
-    if (fmm_order_ != 0) scratch_ = kept_pool();
+    if (fmm_order_ != 0) scratch_ = cf::make_kept_pool();
     // Node tasks, two lanes per node: as the example always ran the pass (upward_ops<float>).
     pass_options_ = ct::upward_options{ct::pass_backend::gpu, ct::pass_tasks::node, options};
     pass_options_.lanes = 2;
@@ -288,37 +288,11 @@ class gpu_resident final : public resident_sim {
     events_[7].record(s);
   }
 
-  // One FMM evaluation on stream s, by the schedule chosen (--fmm-schedule). The level graph is
-  // captured on the evaluator's first use of it (a new evaluator each tree: a capture a step).
-  // The FMM's set-up takes its scratch (some 15 GB at 16M bodies) from a memory pool of ours that
-  // keeps what is freed: the next step's build reuses it with no driver call, where cudaMalloc and
-  // cudaFree would map and unmap it every step (canopy/fmm/device_lists.hpp). Released with the
-  // simulation. What the pool keeps, cudaMalloc cannot have: a build that fails (out of memory)
-  // gives the pool's memory back and tries once more (fmm_step).
-  struct pool_deleter {
-    void operator()(cudaMemPool_t p) const noexcept { (void)cudaMemPoolDestroy(p); }
-  };
-  using pool_handle = std::unique_ptr<std::remove_pointer_t<cudaMemPool_t>, pool_deleter>;
-  static pool_handle kept_pool() {
-    int device = 0, pools = 0;
-    CANOPY_CUDA_TRY(cudaGetDevice(&device));
-    CANOPY_CUDA_TRY(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
-    if (pools == 0) return pool_handle();  // no stream-ordered allocator here: cudaMalloc, as before
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    cudaMemPool_t pool = nullptr;
-    CANOPY_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
-    pool_handle h(pool);
-    std::uint64_t keep = UINT64_MAX;
-    CANOPY_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    return h;
-  }
-
   // What the evaluators are built for: the level graph needs no DAG edges and no scheduler.
   cf::schedules schedules() const { return fmm_level_graph_ ? cf::schedules::level_graph : cf::schedules::dag_and_level_graph; }
 
+  // One FMM evaluation on stream s, by the schedule chosen (--fmm-schedule). The level graph is
+  // captured on the evaluator's first use of it (a new evaluator each tree: a capture a step).
   void evaluate(cf::gpu_evaluator& fmm, cudaStream_t s) const {
     if (fmm_level_graph_) fmm.enqueue_level_graph(s, true);
     else fmm.enqueue_dag(s);
@@ -381,7 +355,12 @@ class gpu_resident final : public resident_sim {
   ct::built_device_octree built_;
   ct::device_payloads<float> payloads_;
   std::optional<ct::upward_runner> runner_;  // after built_ and payloads_: destroyed first
-  pool_handle scratch_;                       // --solver fmm: the set-up's scratch, kept from step to step
+  // --solver fmm: the set-up's scratch (some 15 GB at 16M bodies), kept from step to step, so that
+  // the next step's build reuses it with no driver call where cudaMalloc and cudaFree would map and
+  // unmap it every step (canopy/fmm/device_lists.hpp); null without memory pools. What it keeps,
+  // cudaMalloc cannot have: a build that runs out of memory gives it back and tries once more
+  // (fmm_step).
+  cf::memory_pool scratch_;
   std::optional<cf::gpu_evaluator> fmm_;      // --solver fmm: the current tree's evaluator and fields
   std::array<canopy::cuda_event, 8> events_;
 };

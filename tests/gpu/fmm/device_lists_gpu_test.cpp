@@ -207,27 +207,16 @@ TEST_F(fmm_device_lists, DagEqualsTheHostsTaskForTask) {
   }
 }
 
-// A memory pool that keeps what is freed, as the N-body example gives the set-up, and a stream of
-// its own; both released at the end of the scope (a CUDA error on the way throws canopy::error).
+// A memory pool that keeps what is freed (make_kept_pool, as the N-body example gives the set-up),
+// and a stream of its own; both released at the end of the scope.
 struct kept_pool {
-  cudaMemPool_t pool = nullptr;
+  cf::memory_pool kept = cf::make_kept_pool();
+  cudaMemPool_t pool = kept.get();
   cudaStream_t stream = nullptr;
-  kept_pool() {
-    int device = 0;
-    CANOPY_CUDA_TRY(cudaGetDevice(&device));
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    CANOPY_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
-    std::uint64_t keep = UINT64_MAX;
-    CANOPY_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-    CANOPY_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  }
+  kept_pool() { CANOPY_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)); }
   ~kept_pool() {
     (void)cudaStreamSynchronize(stream);
     (void)cudaStreamDestroy(stream);
-    (void)cudaMemPoolDestroy(pool);
   }
   kept_pool(const kept_pool&) = delete;
   kept_pool& operator=(const kept_pool&) = delete;
@@ -238,6 +227,7 @@ struct kept_pool {
 // cudaMalloc, and evaluators whose level graphs and DAG compute the same bits.
 TEST_F(fmm_device_lists, ScratchFromAKeptPoolGivesTheSameResults) {
   const kept_pool kp;
+  ASSERT_NE(kp.pool, nullptr) << "the device has no memory pools";
   for (const point_set& s : point_sets()) {
     SCOPED_TRACE(s.name);
     const built b = build(s.points, s.max_leaf);

@@ -265,24 +265,13 @@ void setup_stages(const options& o, std::size_t n, const cf::interaction_lists* 
   constexpr int stages = 10;
   // Each rep twice: the set-up's scratch from cudaMalloc (no pool, the default) and from a pool
   // that keeps what is freed (as the N-body example gives it), its memory reused from the last
-  // rep (the first rep, not counted, fills it).
+  // rep (the first rep, not counted, fills it). Without memory pools both are cudaMalloc.
   std::vector<double> ms[2][stages];
-  cudaMemPool_t pool = nullptr;
-  {
-    int device = 0;
-    cuda_ok(cudaGetDevice(&device), "cudaGetDevice");
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    cuda_ok(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
-    std::uint64_t keep = UINT64_MAX;
-    cuda_ok(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
-  }
+  const cf::memory_pool kept = cf::make_kept_pool();
   std::int64_t m2l = 0, p2p = 0, edges = 0, nodes = 0;
   for (int rep = 0; rep <= o.setup_reps; ++rep)
   for (const int keep : {0, 1}) {
-    const cudaMemPool_t scratch = keep ? pool : nullptr;
+    const cudaMemPool_t scratch = keep ? kept.get() : nullptr;
     double t[stages];
     auto t0 = std::chrono::steady_clock::now();
     builder.build_into(d_points.data(), n, {o.max_leaf, 21}, built, stream);
@@ -324,7 +313,6 @@ void setup_stages(const options& o, std::size_t n, const cf::interaction_lists* 
       for (int k = 0; k < stages; ++k) ms[keep][k].push_back(1e3 * t[k]);
   }
   cuda_ok(cudaStreamSynchronize(stream), "set-up");
-  cuda_ok(cudaMemPoolDestroy(pool), "cudaMemPoolDestroy");
   (void)cudaStreamDestroy(stream);
   std::printf("\nset-up from the device-built octree, %zu Plummer points, order %d, theta %.2f, leaves of %d: %lld nodes, "
               "%lld M2L pairs, %lld P2P pairs, %lld DAG edges\n",

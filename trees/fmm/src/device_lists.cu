@@ -544,6 +544,23 @@ __global__ void successors_kernel(dag_view v, const std::int32_t* succ_offset, s
 
 // ---- the API ----------------------------------------------------------------------------------
 
+memory_pool make_kept_pool() {
+  int device = 0, pools = 0;
+  CANOPY_CUDA_TRY(cudaGetDevice(&device));
+  CANOPY_CUDA_TRY(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device));
+  if (pools == 0) return memory_pool();
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  cudaMemPool_t pool = nullptr;
+  CANOPY_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
+  memory_pool kept(pool);
+  std::uint64_t keep = UINT64_MAX;
+  CANOPY_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  return kept;
+}
+
 device_buffer<cell_geometry> compute_cell_geometry(const trees::built_device_octree& tree, cudaStream_t stream, cudaMemPool_t pool) {
   const trees::octree_ref t = tree.tree.ref();
   const std::int32_t nodes = t.node_count;
@@ -718,7 +735,8 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   // has_local and the four selections (in ascending node ids, the leaves in Morton order: what
   // the host's loops give).
   d.has_local = device_buffer<std::uint8_t>(n_size);
-  stream_buffer<std::uint8_t> has_m2l(n_size, stream, pool), internal(n_size, stream, pool), l2p_flag(std::max<std::size_t>(leaves, 1), stream, pool);
+  stream_buffer<std::uint8_t> has_m2l(n_size, stream, pool), internal(n_size, stream, pool),
+      l2p_flag(std::max<std::size_t>(leaves, 1), stream, pool);
   node_flags_kernel<<<grid_for(nodes), threads, 0, stream>>>(t, lists.m2l_offset.data(), d.has_local.data(), has_m2l.data(),
                                                              internal.data());
   CANOPY_CUDA_TRY(cudaGetLastError());
@@ -731,9 +749,11 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   // The p2p tasks a leaf: counted; the leaves ordered longest class first (a stable radix sort of
   // 64 less the classes, so a class keeps tree.leaves' order, as the host's stable_sort);
   // the counts in that order scanned into each leaf's first, their total into meta's last.
-  stream_buffer<std::int32_t> part_count(leaves + 1, stream, pool), part_offset(leaves + 1, stream, pool), parts_of(n_size, stream, pool);
+  stream_buffer<std::int32_t> part_count(leaves + 1, stream, pool), part_offset(leaves + 1, stream, pool),
+      parts_of(n_size, stream, pool);
   stream_buffer<std::uint8_t> order_key(leaves, stream, pool), order_key_alt(leaves, stream, pool);
-  stream_buffer<std::int32_t> order(leaves, stream, pool), order_alt(leaves, stream, pool), ordered_count(leaves + 1, stream, pool);
+  stream_buffer<std::int32_t> order(leaves, stream, pool), order_alt(leaves, stream, pool),
+      ordered_count(leaves + 1, stream, pool);
   CANOPY_CUDA_TRY(cudaMemsetAsync(part_count.data(), 0, part_count.bytes(), stream));
   CANOPY_CUDA_TRY(cudaMemsetAsync(ordered_count.data(), 0, ordered_count.bytes(), stream));
   CANOPY_CUDA_TRY(cudaMemsetAsync(parts_of.data(), 0, parts_of.bytes(), stream));
@@ -810,7 +830,8 @@ device_task_dag build_task_dag(const trees::built_device_octree& tree, const dev
   // The transposed M2L lists: (wait, m2l task) pairs sorted by the wait (a stable radix sort of
   // bit_width(nodes) bits: each row in ascending m2l task ids, as the host has them).
   const auto entries = static_cast<std::size_t>(std::max(lists.m2l_count, 1));
-  stream_buffer<std::int32_t> keys(entries, stream, pool), keys_alt(entries, stream, pool), values(entries, stream, pool), values_alt(entries, stream, pool);
+  stream_buffer<std::int32_t> keys(entries, stream, pool), keys_alt(entries, stream, pool), values(entries, stream, pool),
+      values_alt(entries, stream, pool);
   stream_buffer<std::int32_t> m2l_deps(static_cast<std::size_t>(std::max(m[0], 1)), stream, pool);
   stream_buffer<std::int32_t> waiting_offset(n_size + 1, stream, pool);
   cub::DoubleBuffer<std::int32_t> sorted_keys(keys.data(), keys_alt.data()), sorted_values(values.data(), values_alt.data());

@@ -43,9 +43,22 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 namespace canopy::fmm {
+
+/// A memory pool for the functions' `scratch` that keeps what is freed (its release threshold at
+/// UINT64_MAX), on the current device and destroyed with the handle; null where the device has no
+/// memory pools (cudaDevAttrMemoryPoolsSupported), so that the set-up keeps cudaMalloc. What it
+/// keeps stays reserved, out of cudaMalloc's reach, until cudaMemPoolTrimTo or the handle's end.
+/// Throws canopy::cuda_error.
+struct memory_pool_deleter {
+  void operator()(cudaMemPool_t pool) const noexcept { (void)cudaMemPoolDestroy(pool); }
+};
+using memory_pool = std::unique_ptr<std::remove_pointer_t<cudaMemPool_t>, memory_pool_deleter>;
+memory_pool make_kept_pool();
 
 /// compute_cell_geometry on the device: one cell_geometry per node of `tree`, by node id. The mass
 /// sums go up the tree level by level (a thread per node, children in order, as the host does), the
