@@ -176,8 +176,6 @@ options parse(int argc, char** argv) {
   if (o.dealt_sources < -1 || o.dealt_sources > std::numeric_limits<std::int32_t>::max())
     usage("--dealt-sources must be in [-1, 2^31 - 1]");
   if (o.blocks < 0) usage("--blocks must be >= 0");
-  if (((o.dag_staged | o.graph_staged) & ~cf::all_staged_kinds) != 0)
-    usage("--staged-kinds must be two masks of the bits of " + std::to_string(cf::all_staged_kinds));
   if (o.idle_sleep_ns < 0 || o.idle_sleep_ns > 1000000) usage("--idle-sleep-ns must be in [0, 1000000]");
   if (o.reps < 1 || o.sizes.empty()) usage("--reps must be >= 1 and --n must name a size");
   if (o.m2l_wait_levels.empty() || *std::min_element(o.m2l_wait_levels.begin(), o.m2l_wait_levels.end()) < 0)
