@@ -430,16 +430,6 @@ struct gpu_tasks {
         az += w * dz;
         phi -= m_inv_r;
       };
-      const auto add_used = [&](const trees::point& p) {  // add(p, true) without the choice
-        const float dx = p.x - q.x, dy = p.y - q.y, dz = p.z - q.z;
-        const float inv_r = rsqrtf(dx * dx + dy * dy + dz * dz + eps2);
-        const float m_inv_r = p.m * inv_r;
-        const float w = m_inv_r * inv_r * inv_r;
-        ax += w * dx;
-        ay += w * dy;
-        az += w * dz;
-        phi -= m_inv_r;
-      };
       bool self = false;
       for (std::int32_t batch = first; batch < last; batch += G) {
         const int m = static_cast<int>(last - batch < G ? last - batch : G);
@@ -478,7 +468,7 @@ struct gpu_tasks {
 #pragma unroll 4
             for (int v = 0; v < count; ++v) {
               const float4 p = from[v * copies];
-              add_used(trees::point{p.x, p.y, p.z, p.w});
+              add(trees::point{p.x, p.y, p.z, p.w}, true);  // a constant choice: none is made
             }
             __syncwarp();  // every lane is done with the tile before the next overwrites it
             continue;
