@@ -334,18 +334,21 @@ void expect_same_evaluation(const built& b, int order, double theta, double eps2
   }
   // The level graphs against the host path's level graphs: they run every task body with a warp,
   // while some scheduler modes run the DAG's tasks with fewer lanes, which sums in another order.
-  for (const bool branch : {false, true}) {
-    from_host.poison();
-    from_host.enqueue_level_graph(nullptr, branch);
-    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
-    const std::vector<cf::field<float>> expect_level = from_host.fields();
-    from_device.poison();
-    from_device.enqueue_level_graph(nullptr, branch);
-    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
-    const std::vector<cf::field<float>> got = from_device.fields();
-    ASSERT_EQ(got.size(), expect_level.size());
-    EXPECT_TRUE(same_bytes(got.data(), expect_level.data(), got.size() * sizeof(got[0]))) << "level graph, branch " << branch;
-  }
+  const auto expect_same_level_graphs = [&](cf::gpu_evaluator& evaluator, const std::string& what) {
+    for (const bool branch : {false, true}) {
+      from_host.poison();
+      from_host.enqueue_level_graph(nullptr, branch);
+      CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+      const std::vector<cf::field<float>> expect_level = from_host.fields();
+      evaluator.poison();
+      evaluator.enqueue_level_graph(nullptr, branch);
+      CANOPY_TEST_CUDA(cudaDeviceSynchronize());
+      const std::vector<cf::field<float>> got = evaluator.fields();
+      ASSERT_EQ(got.size(), expect_level.size());
+      EXPECT_TRUE(same_bytes(got.data(), expect_level.data(), got.size() * sizeof(got[0]))) << what << ", branch " << branch;
+    }
+  };
+  expect_same_level_graphs(from_device, "level graph");
   EXPECT_EQ(from_device.dag().task_count(), from_host.dag().task_count());
   EXPECT_TRUE(from_device.runs_dag());
   // Built for the level graph alone (no DAG edges, no scheduler): the same level graphs, bit for
@@ -357,19 +360,7 @@ void expect_same_evaluation(const built& b, int order, double theta, double eps2
   EXPECT_THROW((void)graph_only.dag(), std::logic_error);
   EXPECT_TRUE(graph_only.last_dag_result().ok());
   EXPECT_EQ(graph_only.dag_blocks(), 0);
-  for (const bool branch : {false, true}) {
-    from_host.poison();
-    from_host.enqueue_level_graph(nullptr, branch);
-    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
-    const std::vector<cf::field<float>> expect_level = from_host.fields();
-    graph_only.poison();
-    graph_only.enqueue_level_graph(nullptr, branch);
-    CANOPY_TEST_CUDA(cudaDeviceSynchronize());
-    const std::vector<cf::field<float>> got = graph_only.fields();
-    ASSERT_EQ(got.size(), expect_level.size());
-    EXPECT_TRUE(same_bytes(got.data(), expect_level.data(), got.size() * sizeof(got[0])))
-        << "level graph alone, branch " << branch;
-  }
+  expect_same_level_graphs(graph_only, "level graph alone");
 }
 
 TEST_F(fmm_device_lists, EvaluatorFromTheDeviceTreeEqualsTheHostPath) {
